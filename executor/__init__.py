@@ -1,0 +1,53 @@
+"""Run the tool commands of AI agents: shell scripts, argv commands, file reads, writes and listings.
+
+```python
+from executor import Command, LocalExecutor
+
+async with LocalExecutor("/srv/checkout", default_timeout=30) as ex:
+    output = await ex.exec_cmd(Command.shell("git status --short"))
+    print(output.text())
+```
+"""
+
+from executor._args import WorkspacePath
+from executor._base import LoadedFile, Sink, ToolExecutor
+from executor._commands import Command, Exec, ReadFile, Shell, WriteFile
+from executor._errors import (
+    CommandError,
+    ExecutorError,
+    InvalidArgument,
+    NonZeroExit,
+    PolicyDenied,
+    TimedOut,
+)
+from executor._local import LocalExecutor
+from executor._output import Chunk, CommandOutput, Stderr, Stdout
+from executor._wrappers import ReadOnly, ScopedExecutor, WrappedExecutor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Chunk",
+    "Command",
+    "CommandError",
+    "CommandOutput",
+    "Exec",
+    "ExecutorError",
+    "InvalidArgument",
+    "LoadedFile",
+    "LocalExecutor",
+    "NonZeroExit",
+    "PolicyDenied",
+    "ReadFile",
+    "ReadOnly",
+    "ScopedExecutor",
+    "Shell",
+    "Sink",
+    "Stderr",
+    "Stdout",
+    "TimedOut",
+    "ToolExecutor",
+    "WorkspacePath",
+    "WrappedExecutor",
+    "WriteFile",
+]

@@ -1,0 +1,129 @@
+"""The `ToolExecutor` base class: a backend implements two methods and gets the rest."""
+
+from __future__ import annotations
+
+import abc
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Self, TypeAlias
+
+import attrs
+
+from executor._commands import Command, StrPath
+from executor._errors import CommandError
+from executor._output import Chunk, CommandOutput
+
+if TYPE_CHECKING:
+    from executor._wrappers import ReadOnly, ScopedExecutor
+
+__all__ = ["LoadedFile", "Sink", "ToolExecutor", "call_sink"]
+
+Sink: TypeAlias = Callable[[Chunk], Awaitable[None] | None]
+"""Called with each chunk as it is read: a plain function, or an async one that is awaited."""
+
+
+async def call_sink(sink: Sink, chunk: Chunk) -> None:
+    """Hand `chunk` to `sink`, awaiting it if it is async."""
+    result = sink(chunk)
+    if inspect.isawaitable(result):
+        await result
+
+
+@attrs.frozen
+class LoadedFile:
+    """A text file found by `stream_files`.
+
+    Attributes:
+        path: Absolute, or relative to the working directory (and scope) of the
+            executor that listed it, so it can be handed back to that executor.
+        content: The file's text, decoded as UTF-8 (invalid bytes replaced).
+    """
+
+    path: str
+    content: str
+
+
+class ToolExecutor(abc.ABC):
+    """Runs commands somewhere: a backend implements `exec_cmd` and `stream_files`.
+
+    Everything else has a default built on those two: streaming that reports
+    the chunks once the command is done, `scoped()`, `read_only()`, and an
+    `async with` block that calls `aclose()`.
+    """
+
+    @abc.abstractmethod
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Run `cmd` to the end and return its output.
+
+        Raises:
+            NonZeroExit: The command failed (or a file operation did).
+            TimedOut: It ran past its timeout; its process tree was killed.
+            ExecutorError: The executor failed or refused.
+        """
+
+    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
+        """Run `cmd`, handing each chunk to `sink` as it is read.
+
+        Returns and raises as `exec_cmd`. An exception raised by the sink stops
+        the command and propagates. This default runs `exec_cmd` and reports the
+        chunks when the command is done; backends that can stream override it.
+        """
+        try:
+            output = await self.exec_cmd(cmd)
+        except CommandError as error:
+            await _report(sink, error.output.chunks)
+            raise
+        await _report(sink, output.chunks)
+        return output
+
+    @abc.abstractmethod
+    def stream_files(
+        self, path: StrPath, extensions: Iterable[str] | None = None
+    ) -> AsyncIterator[LoadedFile]:
+        """Yield the text files below `path`, which is relative to the working directory.
+
+        Respects `.gitignore`, `.ignore` and `.git/info/exclude` as ripgrep
+        does, skips hidden entries and binary files, and follows no symlinks.
+
+        Args:
+            path: The folder to list.
+            extensions: Keep only these extensions (`"py"` or `".py"`); `None`
+                or empty keeps all.
+        """
+
+    @property
+    def enforces_read_only(self) -> bool:
+        """Whether the OS keeps this executor's commands from writing (a sandbox)."""
+        return False
+
+    def scoped(self, path: StrPath) -> ScopedExecutor:
+        """Return an executor whose commands run in `path`, relative to this one's."""
+        from executor._wrappers import ScopedExecutor
+
+        return ScopedExecutor(self, path)
+
+    def read_only(self) -> ReadOnly:
+        """Return an executor that refuses every command that could write."""
+        from executor._wrappers import ReadOnly
+
+        return ReadOnly(self)
+
+    async def aclose(self) -> None:
+        """Release what the executor holds and end every process it started."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+async def _report(sink: Sink, chunks: Iterable[Chunk]) -> None:
+    for chunk in chunks:
+        await call_sink(sink, chunk)

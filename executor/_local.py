@@ -1,0 +1,348 @@
+"""`LocalExecutor`: commands as processes on this machine."""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import signal
+import stat
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterable
+
+import anyio
+import attrs
+
+from executor._base import LoadedFile, Sink, ToolExecutor, call_sink
+from executor._commands import Command, Env, Exec, ReadFile, Shell, StrPath, Timeout, WriteFile
+from executor._commands import _timeout as _timeout_seconds
+from executor._errors import ExecutorError, NonZeroExit, TimedOut
+from executor._files import normalise_extensions, stream_text_files
+from executor._output import CommandOutput, OutputBuffer, Stderr, Stdout
+from executor._process import ProcessRun, kill_tree, spawn
+
+__all__ = ["LocalExecutor"]
+
+# Exit codes for a program that could not be started, as POSIX shells report them.
+_NOT_FOUND = 127
+_NOT_EXECUTABLE = 126
+
+
+def _absolute(path: StrPath) -> str:
+    return os.path.abspath(os.fspath(path))
+
+
+def _names(values: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(values, str):
+        return (values,)
+    return tuple(values)
+
+
+def _non_negative(_: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not value >= 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+
+
+def _limit(_: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is not None and value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0 or None, got {value!r}")
+
+
+@attrs.define(eq=False)
+class LocalExecutor(ToolExecutor):
+    """Runs commands as processes on this machine.
+
+    Each command runs in its own session and process group, tagged so that
+    everything it starts can be found again. On timeout, cancellation or a
+    failing sink the whole tree gets SIGTERM, `kill_grace` seconds, then
+    SIGKILL, and is reaped before the call returns. A background job that
+    outlives its command (`nohup server >log 2>&1 &`) runs until `aclose()`.
+
+    Args:
+        workdir: Where commands start; made absolute when the executor is built.
+        default_timeout: Seconds for commands without a timeout of their own.
+        env_clear: Start from an empty environment instead of this process's.
+        env_remove: Variables to drop (after `env_clear`).
+        envs: Variables to set (after `env_remove`); a command's own `with_env`
+            comes last.
+        output_limit: Bytes of output kept in memory per command; past it the
+            head and tail are kept and `truncated` is set. Sinks still see
+            every byte. `None` keeps everything.
+        kill_grace: Seconds between SIGTERM and SIGKILL when a tree is killed.
+        drain_timeout: After a command exits, how long to go on reading while
+            a background process still holds its output pipes.
+    """
+
+    workdir: str = attrs.field(default=".", converter=_absolute)
+    default_timeout: float | None = attrs.field(
+        default=None, kw_only=True, converter=_timeout_seconds
+    )
+    env_clear: bool = attrs.field(default=False, kw_only=True)
+    env_remove: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=_names)
+    envs: Env = attrs.field(factory=Env, kw_only=True, converter=Env)
+    output_limit: int | None = attrs.field(default=None, kw_only=True, validator=_limit)
+    kill_grace: float = attrs.field(default=1.0, kw_only=True, validator=_non_negative)
+    drain_timeout: float = attrs.field(default=0.1, kw_only=True, validator=_non_negative)
+    # The tag's owner pid lets tools tell whose processes they are, and whether the owner is gone.
+    _id: str = attrs.field(
+        init=False, factory=lambda: f"{os.getpid()}:{uuid.uuid4().hex}", repr=False
+    )
+    _serial: itertools.count[int] = attrs.field(init=False, factory=itertools.count, repr=False)
+    _closed: bool = attrs.field(init=False, default=False, repr=False)
+
+    def __repr__(self) -> str:
+        return f"LocalExecutor({self.workdir!r})"
+
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Run `cmd` to the end and return its output (see `ToolExecutor.exec_cmd`)."""
+        return await self._run(cmd, None)
+
+    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
+        """Run `cmd`, handing each chunk to `sink` as it is read."""
+        return await self._run(cmd, sink)
+
+    async def stream_files(
+        self, path: StrPath, extensions: Iterable[str] | None = None
+    ) -> AsyncIterator[LoadedFile]:
+        """Yield the text files below `path` (relative to `workdir`); see `ToolExecutor`."""
+        self._check_open()
+        # Paths come back as the caller would write them: "src/a.py", not "./src/a.py".
+        display = os.path.normpath(os.fspath(path))
+        if display == ".":
+            display = ""
+        wanted = normalise_extensions(extensions)
+        async for loaded in stream_text_files(
+            os.path.join(self.workdir, display or "."), display, extensions=wanted
+        ):
+            yield loaded
+
+    async def aclose(self) -> None:
+        """Kill every process this executor started that still runs, then refuse new commands."""
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await kill_tree(f"{self._id}/", prefix=True, grace=self.kill_grace)
+
+    def environment(self, cmd: Command | None = None) -> dict[str, str]:
+        """The environment `cmd` runs with: inherited, cleared, removed, set, then its own."""
+        env = {} if self.env_clear else dict(os.environ)
+        for name in self.env_remove:
+            env.pop(name, None)
+        env.update(self.envs)
+        if cmd is not None:
+            env.update(cmd.env)
+        return env
+
+    def resolve(self, cmd: Command, path: StrPath | None = None) -> str:
+        """The absolute directory `cmd` runs in, or `path` resolved against it."""
+        directory = self.workdir
+        if cmd.current_dir is not None:
+            directory = os.path.join(directory, cmd.current_dir)
+        return directory if path is None else os.path.join(directory, path)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ExecutorError("the executor is closed")
+
+    def _timeout(self, cmd: Command) -> float | None:
+        return cmd.timeout if cmd.timeout is not None else self.default_timeout
+
+    async def _run(self, cmd: Command, sink: Sink | None) -> CommandOutput:
+        self._check_open()
+        match cmd:
+            case Shell():
+                shebang = cmd.shebang()
+                if shebang is None:
+                    return await self._process(cmd, ("/bin/sh", "-c", cmd.script), cmd.stdin, sink)
+                if cmd.stdin is not None:
+                    raise ExecutorError(
+                        "a #! script is written to its interpreter's stdin, "
+                        "so it cannot be given stdin of its own"
+                    )
+                return await self._process(cmd, shebang.argv, shebang.body, sink)
+            case Exec():
+                return await self._process(cmd, cmd.argv, cmd.stdin, sink)
+            case ReadFile():
+                return await self._read_file(cmd, sink)
+            case WriteFile():
+                return await self._write_file(cmd, sink)
+            case _:
+                raise ExecutorError(f"LocalExecutor cannot run {type(cmd).__name__} commands")
+
+    async def _process(
+        self, cmd: Command, argv: Iterable[str], stdin: bytes | None, sink: Sink | None
+    ) -> CommandOutput:
+        cwd = self.resolve(cmd)
+        started = anyio.current_time()
+        try:
+            spawned = spawn(
+                argv,
+                cwd=cwd,
+                env=self.environment(cmd),
+                tag=f"{self._id}/{next(self._serial)}",
+                stdin=stdin is not None,
+            )
+        except OSError as error:
+            failure = _spawn_failure(error, argv, cwd, started)
+            await _report_failure(sink, failure)
+            raise failure from error
+        run = ProcessRun(
+            spawned,
+            stdin=stdin,
+            sink=sink,
+            buffer=OutputBuffer(self.output_limit),
+            timeout=self._timeout(cmd),
+            kill_grace=self.kill_grace,
+            drain_timeout=self.drain_timeout,
+        )
+        output = await run.run()
+        if output.exit_code:
+            raise NonZeroExit(_failure_message(output), output)
+        return output
+
+    async def _read_file(self, cmd: ReadFile, sink: Sink | None) -> CommandOutput:
+        path = self.resolve(cmd, cmd.path)
+        started = anyio.current_time()
+        timeout = self._timeout(cmd)
+        data: bytes | None = None
+        try:
+            # A read may block on a slow file system; on timeout the thread is
+            # abandoned, which is harmless for a read.
+            with anyio.move_on_after(timeout if timeout is not None else float("inf")):
+                data = await anyio.to_thread.run_sync(_read_regular_file, path, abandon_on_cancel=True)
+        except OSError as error:
+            failure = _file_failure(error, cmd.path, started)
+            await _report_failure(sink, failure)
+            raise failure from error
+        if data is None:
+            assert timeout is not None
+            raise TimedOut(timeout, CommandOutput(duration=anyio.current_time() - started))
+        buffer = OutputBuffer(self.output_limit)
+        chunk = Stdout(data)
+        buffer.append(chunk)
+        if sink is not None and data:
+            await call_sink(sink, chunk)
+        return buffer.output(exit_code=None, duration=anyio.current_time() - started)
+
+    async def _write_file(self, cmd: WriteFile, sink: Sink | None) -> CommandOutput:
+        # Writes are not abandoned on timeout or cancellation: a write reported
+        # as failed must not land later. They are bounded by the content size.
+        path = self.resolve(cmd, cmd.path)
+        started = anyio.current_time()
+        try:
+            await anyio.to_thread.run_sync(write_atomically, path, cmd.content)
+        except OSError as error:
+            failure = _file_failure(error, cmd.path, started)
+            await _report_failure(sink, failure)
+            raise failure from error
+        return CommandOutput(duration=anyio.current_time() - started)
+
+
+def _read_regular_file(path: str) -> bytes:
+    # O_NONBLOCK: opening a FIFO must not hang waiting for a writer.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        os.set_blocking(fd, True)
+        parts = []
+        while block := os.read(fd, max(info.st_size + 1, 1 << 16)):
+            parts.append(block)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    # Read the umask without changing it, which os.umask would do for every thread.
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomically(path: str, content: bytes) -> None:
+    """Replace `path` with `content` through a temporary file and a rename.
+
+    Parents are created. An existing file keeps its permission bits; a new one
+    gets 0o666 less the umask. A symlink at `path` is replaced, not followed.
+    A crash at any point leaves the old content or the new, never half a file.
+    """
+    directory, name = os.path.split(path)
+    os.makedirs(directory, exist_ok=True)
+    try:
+        existing = os.lstat(path)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    else:
+        if stat.S_ISDIR(existing.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        mode = stat.S_IMODE(existing.st_mode) if stat.S_ISREG(existing.st_mode) else 0o666 & ~_umask()
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with open(fd, "wb", closefd=True) as file:
+            file.write(content)
+            os.fchmod(file.fileno(), mode)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+async def _report_failure(sink: Sink | None, failure: NonZeroExit) -> None:
+    # A sink sees every chunk of the output, also the message of a failed start.
+    if sink is not None:
+        for chunk in failure.output.chunks:
+            await call_sink(sink, chunk)
+
+
+def _file_failure(error: OSError, shown: str, started: float) -> NonZeroExit:
+    message = f"{shown}: {error.strerror or error}"
+    output = CommandOutput(
+        chunks=(Stderr(message.encode()),), duration=anyio.current_time() - started
+    )
+    return NonZeroExit(message, output)
+
+
+def _spawn_failure(error: OSError, argv: Iterable[str], cwd: str, started: float) -> NonZeroExit:
+    program = next(iter(argv))
+    if error.filename == cwd:
+        message = f"cannot run in {cwd}: {error.strerror}"
+        code = 1
+    elif isinstance(error, FileNotFoundError):
+        message = f"{program}: command not found"
+        code = _NOT_FOUND
+    else:
+        message = f"{program}: {error.strerror or error}"
+        code = _NOT_EXECUTABLE
+    output = CommandOutput(
+        chunks=(Stderr(message.encode()),),
+        exit_code=code,
+        duration=anyio.current_time() - started,
+    )
+    return NonZeroExit(message, output)
+
+
+def _failure_message(output: CommandOutput) -> str:
+    if output.signal is not None:
+        try:
+            name = signal.Signals(output.signal).name
+        except ValueError:
+            name = f"signal {output.signal}"
+        return f"command was killed by {name}"
+    return f"command exited with code {output.exit_code}"
+

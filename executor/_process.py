@@ -1,0 +1,466 @@
+"""The local process lifecycle, in one place: spawn, stream, kill, reap.
+
+Every local feature (commands, and later sessions and sandboxes) runs its
+processes through `spawn` and `ProcessRun`, so the guarantees hold everywhere:
+
+- each command runs in a session and process group of its own, and every
+  process it starts inherits a tag in its environment (`EXECUTOR_PROCESS_TREE`),
+  so the whole tree can be found again: the group, the session, descendants
+  that left both, and daemons that double-forked away to init;
+- the exit is awaited on a pidfd, not on the pipes, so a background child that
+  holds stdout open cannot make a finished command hang;
+- pipes are read into reused buffers, so a flood of output costs one copy per
+  read and never grows memory past the stored-output cap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import math
+import os
+import signal as signals
+import subprocess
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final
+
+import anyio
+import attrs
+import psutil
+
+from executor._base import Sink
+from executor._errors import TimedOut
+from executor._output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
+
+__all__ = ["TREE_VARIABLE", "ProcessRun", "Spawned", "kill_tree", "spawn"]
+
+TREE_VARIABLE: Final = "EXECUTOR_PROCESS_TREE"
+"""Every process a command starts inherits this variable.
+
+Its value is `OWNER_PID:EXECUTOR_ID/COMMAND_NUMBER`: which process started the
+command, through which executor, and which command it was.
+"""
+
+# One read takes what the pipe holds, up to this much: large reads keep the
+# per-chunk overhead (a wakeup, a chunk object, a sink call) small under floods.
+_READ_SIZE: Final = 1 << 20
+# Linux's default pipe holds 64 KiB; a larger one lets each wakeup carry more.
+# Only root enlarges pipes: for other users the pages count against a per-user
+# budget, and spending it would shrink the pipes of the user's other programs.
+_PIPE_SIZE: Final = 1 << 20
+_F_SETPIPE_SZ: Final = 1031
+# How often the kill path looks for survivors while it waits out the grace period.
+_POLL: Final = 0.01
+
+_buffers: list[bytearray] = []
+
+
+def _take_buffer() -> bytearray:
+    # Reusing read buffers keeps the allocator out of the streaming path.
+    try:
+        return _buffers.pop()
+    except IndexError:
+        return bytearray(_READ_SIZE)
+
+
+def _give_buffer(buffer: bytearray) -> None:
+    if len(_buffers) < 16:
+        _buffers.append(buffer)
+
+
+@attrs.define(eq=False)
+class Spawned:
+    """A started child: its pid, a pidfd to await its exit, and our ends of its pipes."""
+
+    process: subprocess.Popen[bytes]
+    pidfd: int | None
+    stdout: int
+    stderr: int
+    stdin: int | None
+    tag: str
+
+    @property
+    def pid(self) -> int:
+        """The child's pid, which is also its process group and session id."""
+        return self.process.pid
+
+    def close(self) -> None:
+        """Close our ends of the pipes and the pidfd."""
+        for fd in (self.stdout, self.stderr, self.stdin, self.pidfd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.stdin = self.pidfd = None
+
+
+def spawn(
+    argv: Iterable[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    tag: str,
+    stdin: bool,
+) -> Spawned:
+    """Start `argv` in a new session, with pipes for stdout and stderr.
+
+    Args:
+        argv: The program and its arguments.
+        cwd: The directory it starts in.
+        env: Its whole environment; `TREE_VARIABLE` is added to it.
+        tag: The value of `TREE_VARIABLE`, which every descendant inherits.
+        stdin: Whether to give it a pipe for stdin; otherwise it reads `/dev/null`.
+
+    Raises:
+        OSError: The program could not be started (missing, not executable, or
+            `cwd` is not a directory).
+    """
+    env = {**env, TREE_VARIABLE: tag}
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    in_r: int | None = None
+    in_w: int | None = None
+    if stdin:
+        in_r, in_w = os.pipe2(os.O_CLOEXEC)
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL if in_r is None else in_r,
+            stdout=out_w,
+            stderr=err_w,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except BaseException:
+        for fd in (out_r, err_r, in_w):
+            if fd is not None:
+                os.close(fd)
+        raise
+    finally:
+        for fd in (out_w, err_w, in_r):
+            if fd is not None:
+                os.close(fd)
+    for fd in (out_r, err_r, in_w):
+        if fd is not None:
+            os.set_blocking(fd, False)
+    if _enlarge_pipes:
+        for fd in (out_r, err_r):
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
+    try:
+        pidfd: int | None = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    return Spawned(process=process, pidfd=pidfd, stdout=out_r, stderr=err_r, stdin=in_w, tag=tag)
+
+
+_enlarge_pipes = os.geteuid() == 0
+
+
+async def wait_exit(spawned: Spawned) -> int:
+    """Wait for the child to exit, reap it, and return its wait status."""
+    pid = spawned.pid
+    if spawned.pidfd is not None:
+        await anyio.wait_readable(spawned.pidfd)
+        _, status = os.waitpid(pid, 0)
+    else:
+        # Without pidfds (old kernels), poll; the delay grows to bound the cost.
+        delay = 0.001
+        while True:
+            reaped, status = os.waitpid(pid, os.WNOHANG)
+            if reaped:
+                break
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+    # Popen would otherwise warn that its process "is still running" when collected.
+    spawned.process.returncode = os.waitstatus_to_exitcode(status)
+    return status
+
+
+def _decode_status(status: int) -> tuple[int, int | None]:
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        return 128 - code, -code
+    return code, None
+
+
+class ProcessRun:
+    """Streams one spawned child to its end: output to a buffer and a sink, exit, cleanup.
+
+    Args:
+        spawned: The child, from `spawn`.
+        stdin: Bytes to write to its stdin pipe, if it has one.
+        sink: Called with each chunk as it is read.
+        buffer: Where chunks are kept (and capped).
+        timeout: Seconds before the tree is killed and `TimedOut` raised.
+        kill_grace: Seconds between SIGTERM and SIGKILL.
+        drain_timeout: How long to go on reading after the child exits, while a
+            background process still holds its pipes.
+    """
+
+    def __init__(
+        self,
+        spawned: Spawned,
+        *,
+        stdin: bytes | None,
+        sink: Sink | None,
+        buffer: OutputBuffer,
+        timeout: float | None,
+        kill_grace: float,
+        drain_timeout: float,
+    ) -> None:
+        self._spawned = spawned
+        self._stdin = stdin
+        self._sink = sink
+        self._sink_lock: anyio.Lock | None = None
+        self._buffer = buffer
+        self._timeout = timeout
+        self._kill_grace = kill_grace
+        self._drain_timeout = drain_timeout
+        self._status: int | None = None
+        self._exited_at: float | None = None
+        self._waits: set[anyio.CancelScope] = set()
+        self._writer_scope = anyio.CancelScope()
+
+    async def run(self) -> CommandOutput:
+        """Run to the end and return the output.
+
+        Raises:
+            TimedOut: The timeout passed; the tree was killed.
+            BaseException: Whatever the sink raised, or a cancellation; the
+                tree is killed and the child reaped before it propagates.
+        """
+        spawned = self._spawned
+        started = anyio.current_time()
+        timed_out = False
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._read, spawned.stdout, Stdout)
+                tasks.start_soon(self._read, spawned.stderr, Stderr)
+                if spawned.stdin is not None:
+                    tasks.start_soon(self._write_stdin, spawned.stdin)
+                with anyio.move_on_after(math.inf if self._timeout is None else self._timeout):
+                    self._status = await wait_exit(spawned)
+                if self._status is None:
+                    timed_out = True
+                    with anyio.CancelScope(shield=True):
+                        await self._kill()
+                self._exited()
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                await self._kill()
+            inner = _unwrap(exc)
+            if inner is exc:
+                raise
+            raise inner from inner.__cause__
+        finally:
+            spawned.close()
+        assert self._status is not None
+        exit_code, signal = _decode_status(self._status)
+        output = self._buffer.output(
+            exit_code=exit_code, signal=signal, duration=anyio.current_time() - started
+        )
+        if timed_out:
+            assert self._timeout is not None
+            raise TimedOut(self._timeout, output)
+        return output
+
+    def _exited(self) -> None:
+        # From now on readers take what is buffered, then wait at most the
+        # drain period for the pipes to close.
+        self._exited_at = anyio.current_time()
+        for scope in self._waits:
+            scope.cancel()
+        self._writer_scope.cancel()
+
+    async def _kill(self) -> None:
+        """Kill the whole tree and reap the child (call shielded)."""
+        spawned = self._spawned
+        await kill_tree(spawned.tag, grace=self._kill_grace, group=spawned.pid)
+        if self._status is None:
+            self._status = await wait_exit(spawned)
+
+    async def _read(self, fd: int, kind: Callable[[bytes], Chunk]) -> None:
+        buffer = _take_buffer()
+        view = memoryview(buffer)
+        try:
+            while True:
+                try:
+                    size = os.readv(fd, (buffer,))
+                except BlockingIOError:
+                    if await self._wait_readable(fd):
+                        continue
+                    return
+                if not size:
+                    return
+                await self._emit(kind(bytes(view[:size])))
+        finally:
+            view.release()
+            _give_buffer(buffer)
+
+    async def _wait_readable(self, fd: int) -> bool:
+        """Wait for data; False once the drain period after the exit is over."""
+        if self._exited_at is None:
+            with anyio.CancelScope() as scope:
+                self._waits.add(scope)
+                try:
+                    await anyio.wait_readable(fd)
+                finally:
+                    self._waits.discard(scope)
+            return True
+        remaining = self._exited_at + self._drain_timeout - anyio.current_time()
+        if remaining <= 0:
+            return False
+        with anyio.move_on_after(remaining) as scope:
+            await anyio.wait_readable(fd)
+        return not scope.cancelled_caught
+
+    async def _emit(self, chunk: Chunk) -> None:
+        self._buffer.append(chunk)
+        if self._sink is None:
+            return
+        result = self._sink(chunk)
+        if result is not None:
+            # Two readers feed one sink: the lock (FIFO) keeps an async sink's
+            # calls in the order the chunks were read.
+            if self._sink_lock is None:
+                self._sink_lock = anyio.Lock()
+            async with self._sink_lock:
+                await result
+
+    async def _write_stdin(self, fd: int) -> None:
+        data = memoryview(self._stdin or b"")
+        try:
+            with self._writer_scope:
+                while data:
+                    try:
+                        written = os.write(fd, data[: 1 << 16])
+                    except BlockingIOError:
+                        await anyio.wait_writable(fd)
+                        continue
+                    except BrokenPipeError:
+                        # The command stopped reading; what it did not take is its choice.
+                        return
+                    data = data[written:]
+        finally:
+            os.close(fd)
+            self._spawned.stdin = None
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _scan(tag: str, *, prefix: bool, group: int | None) -> list[int]:
+    """Pids of live processes carrying the tag, or in `group`'s group or session, or below them.
+
+    With `prefix`, any tag that starts with `tag` matches (all of an executor's commands).
+    """
+    needle = f"{TREE_VARIABLE}={tag}".encode()
+    own = os.getpid()
+    parents: dict[int, int] = {}
+    found: set[int] = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        if pid == own:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if fields[0] == b"Z":
+            continue  # a zombie is dead already; its parent reaps it
+        ppid, pgid, sid = int(fields[1]), int(fields[2]), int(fields[3])
+        parents[pid] = ppid
+        if group is not None and group in (pid, pgid, sid):
+            found.add(pid)
+            continue
+        if _has_tag(pid, needle, prefix=prefix):
+            found.add(pid)
+    # Descendants of what was found that shed the tag, the group and the session.
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    stack = list(found)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return sorted(found)
+
+
+def _has_tag(pid: int, needle: bytes, *, prefix: bool) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read()
+    except OSError:
+        return False
+    for entry in environ.split(b"\0"):
+        if entry == needle or (prefix and entry.startswith(needle)):
+            return True
+    return False
+
+
+def _signal(pids: Iterable[int], sig: int, cache: dict[int, psutil.Process]) -> list[int]:
+    """Send `sig` to each pid still alive, checking its identity; return those signalled."""
+    sent = []
+    for pid in pids:
+        try:
+            process = cache.get(pid)
+            if process is None:
+                process = cache[pid] = psutil.Process(pid)
+            process.send_signal(sig)  # psutil refuses if the pid was reused
+            sent.append(pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return sent
+
+
+async def kill_tree(
+    tag: str, *, grace: float, group: int | None = None, prefix: bool = False
+) -> None:
+    """End every process of a tree: SIGTERM, up to `grace` seconds, then SIGKILL.
+
+    The tree is every live process whose environment carries `tag` (or a tag
+    starting with it, with `prefix`), every process in `group`'s process group
+    or session, and every descendant of those. Survivors are looked for again
+    after each round, so children forked during the grace period die too.
+    """
+    cache: dict[int, psutil.Process] = {}
+    pids = _scan(tag, prefix=prefix, group=group)
+    if not pids:
+        return
+    deadline = anyio.current_time() + grace
+    while pids:
+        _signal(pids, signals.SIGTERM, cache)
+        # A stopped process only acts on SIGTERM once continued.
+        _signal(pids, signals.SIGCONT, cache)
+        while anyio.current_time() < deadline and any(map(_alive, pids)):
+            await anyio.sleep(min(_POLL, max(0.0, deadline - anyio.current_time())))
+        if anyio.current_time() >= deadline:
+            break
+        # All we signalled are gone; a full scan finds what they forked meanwhile.
+        pids = _scan(tag, prefix=prefix, group=group)
+    for _ in range(100):
+        pids = _scan(tag, prefix=prefix, group=group)
+        if not pids:
+            return
+        _signal(pids, signals.SIGKILL, cache)
+        await anyio.sleep(0.001)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"Z"

@@ -1,0 +1,136 @@
+"""Wrappers: executors that hold another one and change one thing about it."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import AsyncIterator, Iterable
+
+from executor._base import LoadedFile, Sink, ToolExecutor
+from executor._commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile
+from executor._errors import PolicyDenied
+from executor._output import CommandOutput
+
+__all__ = ["ReadOnly", "ScopedExecutor", "WrappedExecutor"]
+
+
+class WrappedExecutor(ToolExecutor):
+    """An executor that forwards everything to `inner`; subclasses override one thing.
+
+    Forwarding covers streaming, file listing, `enforces_read_only` and the
+    context (`aclose`), so a wrapper that overrides only `exec_cmd`-side checks
+    still streams and closes like the executor it wraps.
+    """
+
+    def __init__(self, inner: ToolExecutor) -> None:
+        self.inner = inner
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Run `cmd` on the inner executor."""
+        return await self.inner.exec_cmd(cmd)
+
+    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
+        """Run `cmd` on the inner executor, streaming to `sink`."""
+        return await self.inner.exec_cmd_streaming(cmd, sink)
+
+    def stream_files(
+        self, path: StrPath, extensions: Iterable[str] | None = None
+    ) -> AsyncIterator[LoadedFile]:
+        """List files through the inner executor."""
+        return self.inner.stream_files(path, extensions)
+
+    @property
+    def enforces_read_only(self) -> bool:
+        """Whether the inner executor's OS keeps commands from writing."""
+        return self.inner.enforces_read_only
+
+    async def aclose(self) -> None:
+        """Close the inner executor."""
+        await self.inner.aclose()
+
+
+class ScopedExecutor(WrappedExecutor):
+    """Runs commands in a folder of the inner executor's working directory.
+
+    A command without `current_dir` runs in `scope`; a relative one joins onto
+    it; an absolute one is left alone. Scopes nest. A scope chooses where
+    commands start; it does not keep them inside (see `WorkspacePath` and the
+    sandbox for that).
+    """
+
+    def __init__(self, inner: ToolExecutor, scope: StrPath) -> None:
+        super().__init__(inner)
+        self.scope = os.fspath(scope)
+
+    def __repr__(self) -> str:
+        return f"ScopedExecutor({self.inner!r}, {self.scope!r})"
+
+    def scope_command(self, cmd: Command) -> Command:
+        """Return `cmd` with its `current_dir` placed in the scope."""
+        if cmd.current_dir is None:
+            return cmd.with_current_dir(self.scope)
+        return cmd.with_current_dir(os.path.join(self.scope, cmd.current_dir))
+
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Run `cmd` in the scope."""
+        return await self.inner.exec_cmd(self.scope_command(cmd))
+
+    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
+        """Run `cmd` in the scope, streaming to `sink`."""
+        return await self.inner.exec_cmd_streaming(self.scope_command(cmd), sink)
+
+    async def stream_files(
+        self, path: StrPath, extensions: Iterable[str] | None = None
+    ) -> AsyncIterator[LoadedFile]:
+        """List files below `path` joined onto the scope; paths come back relative to the scope."""
+        raw = os.fspath(path)
+        if os.path.isabs(raw):
+            async for loaded in self.inner.stream_files(raw, extensions):
+                yield loaded
+            return
+        async for loaded in self.inner.stream_files(os.path.join(self.scope, raw), extensions):
+            yield LoadedFile(_relative_to(loaded.path, self.scope), loaded.content)
+
+
+def _relative_to(path: str, scope: str) -> str:
+    if os.path.isabs(path) != os.path.isabs(scope):
+        return path
+    return posixpath.relpath(path, scope)
+
+
+class ReadOnly(WrappedExecutor):
+    """Refuses every command that could write, with `PolicyDenied`.
+
+    `ReadFile` runs. `WriteFile` is refused. Shell and argv commands are
+    refused too, unless the inner executor enforces read-only at the OS level
+    (a sandbox), where they run. A command of a kind it does not know is
+    refused: it fails closed.
+    """
+
+    def check(self, cmd: Command) -> None:
+        """Raise `PolicyDenied` if `cmd` could write."""
+        if isinstance(cmd, ReadFile):
+            return
+        if isinstance(cmd, WriteFile):
+            raise PolicyDenied(f"this executor is read-only: it does not write files ({cmd.path})")
+        if isinstance(cmd, Shell | Exec):
+            if self.inner.enforces_read_only:
+                return
+            raise PolicyDenied(
+                "this executor is read-only and cannot stop a shell or program from "
+                "writing, so it runs none; read files with read_file instead"
+            )
+        raise PolicyDenied(f"this executor is read-only and does not run {type(cmd).__name__}")
+
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Run `cmd` if it cannot write."""
+        self.check(cmd)
+        return await self.inner.exec_cmd(cmd)
+
+    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
+        """Run `cmd`, streaming to `sink`, if it cannot write."""
+        self.check(cmd)
+        return await self.inner.exec_cmd_streaming(cmd, sink)

@@ -1,0 +1,314 @@
+"""The executor contract as reusable tests, for backends, wrappers and your own executors.
+
+A backend supplies fixtures and inherits the tests::
+
+    from executor.testing import ExecutorContract, LocalFixtures
+
+    class TestLocal(ExecutorContract, LocalFixtures):
+        pass
+
+`ExecutorContract` needs two fixtures: `executor`, a `ToolExecutor` whose
+working directory starts empty, and `anyio_backend`. It talks to the executor
+only through its own interface, so it runs unchanged against a container or a
+remote host. Requires pytest and anyio's pytest plugin (`executor[test]`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from executor._base import ToolExecutor
+from executor._commands import Command
+from executor._errors import NonZeroExit, TimedOut
+from executor._local import LocalExecutor
+from executor._output import Chunk, Stderr, Stdout
+
+__all__ = ["ExecutorContract", "LocalFixtures"]
+
+pytestmark = pytest.mark.anyio
+
+
+class LocalFixtures:
+    """Fixtures for running the contract against a `LocalExecutor` in a temporary folder."""
+
+    @pytest.fixture
+    async def executor(self, tmp_path: Path) -> AsyncIterator[ToolExecutor]:
+        """A LocalExecutor in an empty temporary folder, closed after the test."""
+        async with LocalExecutor(tmp_path, kill_grace=0.2) as executor:
+            yield executor
+
+
+async def _text(executor: ToolExecutor, script: str) -> str:
+    return (await executor.exec_cmd(Command.shell(script))).text()
+
+
+@pytest.mark.anyio
+class ExecutorContract:
+    """The behaviour DESIGN.md promises of every executor."""
+
+    # --- commands and output -------------------------------------------------
+
+    async def test_shell_output_is_exact(self, executor: ToolExecutor) -> None:
+        """Shell output comes back byte for byte: CRLF, blank lines and the final newline kept."""
+        output = await executor.exec_cmd(Command.shell(r"printf 'a\r\n\n\nb\n'"))
+        assert output.stdout == b"a\r\n\n\nb\n"
+        assert output.exit_code == 0
+
+    async def test_non_utf8_output_is_kept(self, executor: ToolExecutor) -> None:
+        """Bytes that are not UTF-8 reach `stdout` unchanged and decode with replacement."""
+        output = await executor.exec_cmd(Command.shell(r"printf '\377\376ok'"))
+        assert output.stdout == b"\xff\xfeok"
+        assert output.text() == "\ufffd\ufffdok"
+
+    async def test_streams_are_separate(self, executor: ToolExecutor) -> None:
+        """stdout and stderr are kept apart."""
+        output = await executor.exec_cmd(Command.shell("echo out; echo err >&2"))
+        assert output.stdout == b"out\n"
+        assert output.stderr == b"err\n"
+
+    async def test_chunks_keep_the_order_read(self, executor: ToolExecutor) -> None:
+        """Chunks of both streams come in the order they were written."""
+        script = "echo 1; sleep 0.05; echo 2 >&2; sleep 0.05; echo 3; sleep 0.05; echo 4 >&2"
+        output = await executor.exec_cmd(Command.shell(script))
+        assert [(type(c), c.data) for c in output.chunks] == [
+            (Stdout, b"1\n"),
+            (Stderr, b"2\n"),
+            (Stdout, b"3\n"),
+            (Stderr, b"4\n"),
+        ]
+        assert output.text() == "1\n2\n3\n4\n"
+
+    async def test_split_character_decodes_whole(self, executor: ToolExecutor) -> None:
+        """A UTF-8 character written in two pieces decodes as one character."""
+        output = await executor.exec_cmd(Command.shell(r"printf '\303'; sleep 0.05; printf '\251'"))
+        assert len(output.chunks) == 2
+        assert output.text() == "é"
+
+    async def test_non_zero_exit_carries_the_output(self, executor: ToolExecutor) -> None:
+        """A failing command raises NonZeroExit with its exit code and stderr."""
+        with pytest.raises(NonZeroExit) as caught:
+            await executor.exec_cmd(Command.shell("printf boom >&2; exit 3"))
+        assert caught.value.output.exit_code == 3
+        assert caught.value.output.stderr == b"boom"
+        assert "boom" in str(caught.value)
+
+    async def test_exec_runs_without_a_shell(self, executor: ToolExecutor) -> None:
+        """An argv command passes its arguments untouched by any shell."""
+        output = await executor.exec_cmd(Command.exec(["printf", "%s|", "a b", "$HOME", ";x"]))
+        assert output.stdout == b"a b|$HOME|;x|"
+
+    async def test_unknown_program_is_exit_127(self, executor: ToolExecutor) -> None:
+        """An argv command naming no program fails like a shell's 'command not found'."""
+        with pytest.raises(NonZeroExit) as caught:
+            await executor.exec_cmd(Command.exec(["no-such-program-xyz"]))
+        assert caught.value.output.exit_code == 127
+        assert "no-such-program-xyz" in str(caught.value)
+
+    async def test_stdin_is_empty_by_default(self, executor: ToolExecutor) -> None:
+        """`cat` with no stdin returns at once with nothing, instead of waiting on a terminal."""
+        with anyio.fail_after(5):
+            output = await executor.exec_cmd(Command.shell("cat"))
+        assert output.stdout == b""
+
+    async def test_stdin_is_given(self, executor: ToolExecutor) -> None:
+        """A command's stdin reaches the process exactly."""
+        data = bytes(range(256)) * 1000
+        output = await executor.exec_cmd(Command.shell("cat").with_stdin(data))
+        assert output.stdout == data
+
+    async def test_stdin_not_read_is_no_error(self, executor: ToolExecutor) -> None:
+        """A command that ignores a large stdin still finishes normally."""
+        output = await executor.exec_cmd(Command.shell("echo ok").with_stdin(b"x" * (1 << 22)))
+        assert output.stdout == b"ok\n"
+
+    async def test_shebang_script(self, executor: ToolExecutor) -> None:
+        """A #! script runs its interpreter with the rest of the line as one argument."""
+        script = "#!/bin/sh -eu\necho \"$0\" \"$-\"\necho body"
+        output = await executor.exec_cmd(Command.shell(script))
+        lines = output.stdout.decode().splitlines()
+        assert lines[1] == "body"
+        assert "e" in lines[0].split()[-1]
+        assert "u" in lines[0].split()[-1]
+
+    async def test_shebang_python(self, executor: ToolExecutor) -> None:
+        """A #!/usr/bin/env python3 script runs under Python."""
+        script = "#!/usr/bin/env python3\nimport sys\nprint(sys.version_info.major)"
+        output = await executor.exec_cmd(Command.shell(script))
+        assert output.stdout == b"3\n"
+
+    # --- where and how -------------------------------------------------------
+
+    async def test_current_dir_relative_and_absolute(self, executor: ToolExecutor) -> None:
+        """A relative current_dir joins onto the working directory; an absolute one is kept."""
+        await executor.exec_cmd(Command.write_file("sub/marker", "here"))
+        workdir = (await _text(executor, "pwd")).strip()
+        relative = await executor.exec_cmd(Command.shell("cat marker").with_current_dir("sub"))
+        assert relative.stdout == b"here"
+        absolute = await executor.exec_cmd(Command.shell("pwd").with_current_dir("/"))
+        assert absolute.stdout == b"/\n"
+        read = await executor.exec_cmd(Command.read_file("marker").with_current_dir("sub"))
+        assert read.stdout == b"here"
+        read = await executor.exec_cmd(Command.read_file(f"{workdir}/sub/marker"))
+        assert read.stdout == b"here"
+
+    async def test_command_env(self, executor: ToolExecutor) -> None:
+        """A command's own variables reach it."""
+        output = await executor.exec_cmd(
+            Command.shell('printf %s "$GREETING"').with_env({"GREETING": "hé llo"})
+        )
+        assert output.stdout == "hé llo".encode()
+
+    async def test_timeout_returns_partial_output(self, executor: ToolExecutor) -> None:
+        """A command past its timeout raises TimedOut holding what it printed."""
+        started = time.monotonic()
+        with pytest.raises(TimedOut) as caught:
+            await executor.exec_cmd(Command.shell("echo before; sleep 30").with_timeout(0.3))
+        assert time.monotonic() - started < 5
+        assert isinstance(caught.value, TimeoutError)
+        assert caught.value.timeout == 0.3
+        assert caught.value.output.stdout == b"before\n"
+
+    async def test_background_child_does_not_block(self, executor: ToolExecutor) -> None:
+        """`sleep 30 & echo done` returns at once although the sleep holds the pipe."""
+        started = time.monotonic()
+        output = await executor.exec_cmd(Command.shell("sleep 30 & echo done"))
+        assert output.stdout == b"done\n"
+        assert time.monotonic() - started < 1.0
+
+    # --- files ---------------------------------------------------------------
+
+    async def test_write_then_read_exact_bytes(self, executor: ToolExecutor) -> None:
+        """write_file and read_file keep every byte, with parents created."""
+        content = b"line\r\n\n\x00\xff\xfe tail without newline"
+        written = await executor.exec_cmd(Command.write_file("a/b/c.bin", content))
+        assert written.exit_code is None
+        read = await executor.exec_cmd(Command.read_file("a/b/c.bin"))
+        assert read.stdout == content
+        assert read.exit_code is None
+
+    async def test_write_replaces(self, executor: ToolExecutor) -> None:
+        """Writing again replaces the whole content, shorter or longer."""
+        await executor.exec_cmd(Command.write_file("f.txt", "a long first version\n"))
+        await executor.exec_cmd(Command.write_file("f.txt", "short"))
+        assert (await executor.exec_cmd(Command.read_file("f.txt"))).stdout == b"short"
+
+    async def test_read_missing_file(self, executor: ToolExecutor) -> None:
+        """Reading a missing file raises NonZeroExit with the OS message as output."""
+        with pytest.raises(NonZeroExit) as caught:
+            await executor.exec_cmd(Command.read_file("missing.txt"))
+        assert caught.value.output.exit_code is None
+        assert "missing.txt" in caught.value.output.text()
+        assert "No such file" in caught.value.output.text()
+
+    async def test_read_directory_fails(self, executor: ToolExecutor) -> None:
+        """Reading a directory raises NonZeroExit instead of returning nothing."""
+        await executor.exec_cmd(Command.write_file("d/x", ""))
+        with pytest.raises(NonZeroExit):
+            await executor.exec_cmd(Command.read_file("d"))
+
+    async def test_write_file_then_shell_sees_it(self, executor: ToolExecutor) -> None:
+        """A file written by write_file is what a shell command then reads."""
+        await executor.exec_cmd(Command.write_file("notes.md", "hi\n"))
+        assert await _text(executor, "cat notes.md") == "hi\n"
+
+    # --- streaming -----------------------------------------------------------
+
+    async def test_sink_sees_chunks_while_running(self, executor: ToolExecutor) -> None:
+        """The sink gets the first chunk before the command ends."""
+        seen: list[tuple[float, Chunk]] = []
+        output = await executor.exec_cmd_streaming(
+            Command.shell("echo first; sleep 0.5; echo second"),
+            lambda chunk: seen.append((time.monotonic(), chunk)),
+        )
+        assert [c.data for _, c in seen] == [b"first\n", b"second\n"]
+        assert seen[1][0] - seen[0][0] > 0.3
+        assert output.stdout == b"first\nsecond\n"
+
+    async def test_async_sink(self, executor: ToolExecutor) -> None:
+        """An async sink is awaited for every chunk, in order."""
+        seen: list[bytes] = []
+
+        async def sink(chunk: Chunk) -> None:
+            await anyio.sleep(0.001)
+            seen.append(chunk.data)
+
+        script = "for i in 1 2 3 4 5; do echo $i; echo e$i >&2; sleep 0.02; done"
+        output = await executor.exec_cmd_streaming(Command.shell(script), sink)
+        assert seen == [c.data for c in output.chunks]
+        assert b"".join(seen).count(b"\n") == 10
+
+    async def test_streaming_returns_like_exec_cmd(self, executor: ToolExecutor) -> None:
+        """exec_cmd_streaming raises the same errors as exec_cmd, after reporting the chunks."""
+        seen: list[Chunk] = []
+        with pytest.raises(NonZeroExit) as caught:
+            await executor.exec_cmd_streaming(Command.shell("echo x; exit 4"), seen.append)
+        assert caught.value.output.exit_code == 4
+        assert [c.data for c in seen] == [b"x\n"]
+
+    async def test_sink_error_propagates(self, executor: ToolExecutor) -> None:
+        """An exception in the sink stops the command and propagates as it is."""
+
+        class Stop(Exception):
+            pass
+
+        def sink(chunk: Chunk) -> None:
+            raise Stop
+
+        started = time.monotonic()
+        with pytest.raises(Stop):
+            await executor.exec_cmd_streaming(Command.shell("echo x; sleep 30"), sink)
+        assert time.monotonic() - started < 5
+
+    async def test_file_commands_stream(self, executor: ToolExecutor) -> None:
+        """A read_file reports its content to the sink."""
+        await executor.exec_cmd(Command.write_file("f", b"abc"))
+        seen: list[Chunk] = []
+        await executor.exec_cmd_streaming(Command.read_file("f"), seen.append)
+        assert b"".join(c.data for c in seen) == b"abc"
+
+    # --- listing -------------------------------------------------------------
+
+    async def test_stream_files(self, executor: ToolExecutor) -> None:
+        """stream_files lists text files relative to the working directory, filtered by extension."""
+        for name, content in {
+            "src/a.py": "print(1)\n",
+            "src/b.txt": "text\n",
+            "src/.hidden.py": "x\n",
+            "src/bin.py": "\x00\x01",
+        }.items():
+            await executor.exec_cmd(Command.write_file(name, content))
+        every = {f.path: f.content async for f in executor.stream_files("src")}
+        assert every == {"src/a.py": "print(1)\n", "src/b.txt": "text\n"}
+        for extensions in (["py"], [".py"]):
+            found = [f.path async for f in executor.stream_files("src", extensions)]
+            assert found == ["src/a.py"]
+        listed = [f async for f in executor.stream_files("src")]
+        for loaded in listed:
+            again = await executor.exec_cmd(Command.read_file(loaded.path))
+            assert again.stdout.decode() == loaded.content
+
+    async def test_stream_files_missing_root(self, executor: ToolExecutor) -> None:
+        """Listing a folder that does not exist raises."""
+        with pytest.raises(FileNotFoundError):
+            async for _ in executor.stream_files("no-such-folder"):
+                pass
+
+    # --- scopes --------------------------------------------------------------
+
+    async def test_scoped(self, executor: ToolExecutor) -> None:
+        """A scoped executor runs commands in its folder; scopes nest and lists are relative."""
+        await executor.exec_cmd(Command.write_file("docs/api/x.md", "x\n"))
+        docs = executor.scoped("docs")
+        assert (await docs.exec_cmd(Command.shell("ls"))).stdout == b"api\n"
+        api = docs.scoped("api")
+        assert (await api.exec_cmd(Command.read_file("x.md"))).stdout == b"x\n"
+        relative = await docs.exec_cmd(Command.shell("ls").with_current_dir("api"))
+        assert relative.stdout == b"x.md\n"
+        assert [f.path async for f in docs.stream_files("api")] == ["api/x.md"]
+        assert [f.path async for f in api.stream_files(".")] == ["x.md"]
+

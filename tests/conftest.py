@@ -1,0 +1,46 @@
+"""Shared fixtures: both async backends, and a check that no test leaves a process behind."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from executor._process import TREE_VARIABLE
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Run every async test on asyncio and on trio."""
+    return str(request.param)
+
+
+def tagged_processes() -> set[int]:
+    """Pids of live (non-zombie) processes started by an executor of this test process."""
+    needle = f"{TREE_VARIABLE}={os.getpid()}:".encode()
+    found = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(b")") + 2 :].startswith(b"Z"):
+            continue
+        if any(entry.startswith(needle) for entry in environ.split(b"\0")):
+            found.add(int(name))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left_behind() -> Iterator[None]:
+    """Fail a test that leaves a process it started running."""
+    before = tagged_processes()
+    yield
+    left = tagged_processes() - before
+    assert not left, f"processes left running: {sorted(left)}"

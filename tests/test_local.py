@@ -1,0 +1,418 @@
+"""LocalExecutor: the contract, and what only a local process tree can show."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from executor import (
+    Chunk,
+    Command,
+    ExecutorError,
+    LocalExecutor,
+    NonZeroExit,
+    TimedOut,
+)
+from executor.testing import ExecutorContract, LocalFixtures
+
+pytestmark = pytest.mark.anyio
+
+
+class TestLocalContract(ExecutorContract, LocalFixtures):
+    """The shared contract, against a LocalExecutor."""
+
+
+@pytest.fixture
+async def ex(tmp_path: Path) -> AsyncIterator[LocalExecutor]:
+    """A LocalExecutor in an empty folder with a short kill grace."""
+    async with LocalExecutor(tmp_path, kill_grace=0.2) as executor:
+        yield executor
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return not data[data.rfind(b")") + 2 :].startswith(b"Z")
+
+
+async def read_pids(folder: Path, *names: str, timeout: float = 5) -> list[int]:
+    """Wait for each pid file to hold a pid, and return them."""
+    pids = []
+    with anyio.fail_after(timeout):
+        for name in names:
+            path = folder / name
+            while not (path.exists() and path.read_text().strip()):
+                await anyio.sleep(0.01)
+            pids.append(int(path.read_text()))
+    return pids
+
+
+async def wait_dead(pids: list[int], timeout: float = 5) -> None:
+    """Wait until none of `pids` is alive; fail naming the survivors."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(map(alive, pids)):
+            return
+        await anyio.sleep(0.01)
+    raise AssertionError(f"still running: {[p for p in pids if alive(p)]}")
+
+
+# A daemon that double-forks and calls setsid: re-parented to init, outside the
+# group and session, found again only by the tag it inherits.
+DAEMON = textwrap.dedent(
+    """
+    import os, sys, time
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    with open(sys.argv[1], "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(60)
+    """
+)
+
+
+async def test_timeout_kills_the_whole_tree(ex: LocalExecutor, tmp_path: Path) -> None:
+    """After a timeout, a background sleep, a setsid escapee, a TERM-ignorer and a daemon are gone."""
+    (tmp_path / "daemon.py").write_text(DAEMON)
+    script = f"""
+        sleep 60 & echo $! > bg.pid
+        setsid sh -c 'echo $$ > escapee.pid; exec sleep 60' &
+        sh -c 'trap "" TERM; echo $$ > stubborn.pid; while :; do sleep 0.05; done' &
+        {sys.executable} daemon.py daemon.pid
+        sleep 60
+    """
+    with pytest.raises(TimedOut):
+        await ex.exec_cmd(Command.shell(script).with_timeout(1.5))
+    pids = await read_pids(tmp_path, "bg.pid", "escapee.pid", "stubborn.pid", "daemon.pid")
+    assert not [pid for pid in pids if alive(pid)]
+
+
+async def test_cancellation_kills_the_tree(ex: LocalExecutor, tmp_path: Path) -> None:
+    """Cancelling the awaiting task kills the command's tree before the cancellation goes on."""
+    script = "setsid sleep 60 & echo $! > child.pid; sleep 60 & echo $! > bg.pid; wait"
+    with anyio.move_on_after(0.5) as scope:
+        await ex.exec_cmd(Command.shell(script))
+    assert scope.cancelled_caught
+    pids = await read_pids(tmp_path, "child.pid", "bg.pid")
+    assert not [pid for pid in pids if alive(pid)]
+
+
+async def test_failing_sink_kills_the_tree(ex: LocalExecutor, tmp_path: Path) -> None:
+    """A sink that raises stops the command: its processes are gone when the error arrives."""
+
+    def sink(chunk: Chunk) -> None:
+        raise RuntimeError("sink failed")
+
+    with pytest.raises(RuntimeError, match="sink failed"):
+        await ex.exec_cmd_streaming(
+            Command.shell("sleep 60 & echo $! > bg.pid; echo go; sleep 60"), sink
+        )
+    (pid,) = await read_pids(tmp_path, "bg.pid")
+    assert not alive(pid)
+
+
+async def test_term_grace_lets_the_command_speak(tmp_path: Path) -> None:
+    """A command told to stop can print its last words during the grace period."""
+    async with LocalExecutor(tmp_path, kill_grace=2) as ex:
+        script = "trap 'echo got-term; exit 0' TERM; echo ready; sleep 60 & wait"
+        with pytest.raises(TimedOut) as caught:
+            await ex.exec_cmd(Command.shell(script).with_timeout(0.5))
+    assert caught.value.output.stdout == b"ready\ngot-term\n"
+
+
+async def test_kill_does_not_wait_out_the_grace(tmp_path: Path) -> None:
+    """A tree that dies on SIGTERM is not held for the rest of the grace period."""
+    async with LocalExecutor(tmp_path, kill_grace=10) as ex:
+        started = time.monotonic()
+        with pytest.raises(TimedOut):
+            await ex.exec_cmd(Command.shell("sleep 60").with_timeout(0.2))
+        assert time.monotonic() - started < 3
+
+
+async def test_stopped_process_is_killed(ex: LocalExecutor, tmp_path: Path) -> None:
+    """A stopped process in the tree dies too."""
+    script = "sleep 60 & echo $! > stopped.pid; kill -STOP $!; sleep 60"
+    with pytest.raises(TimedOut):
+        await ex.exec_cmd(Command.shell(script).with_timeout(0.5))
+    (pid,) = await read_pids(tmp_path, "stopped.pid")
+    await wait_dead([pid])
+
+
+async def test_killed_by_signal(ex: LocalExecutor) -> None:
+    """A command killed by a signal raises NonZeroExit with 128 + N and the signal."""
+    with pytest.raises(NonZeroExit) as caught:
+        await ex.exec_cmd(Command.shell("kill -KILL $$"))
+    assert caught.value.output.exit_code == 128 + signal.SIGKILL
+    assert caught.value.output.signal == signal.SIGKILL
+    assert "SIGKILL" in str(caught.value)
+
+
+async def test_background_job_lives_until_aclose(tmp_path: Path) -> None:
+    """A redirected background job keeps running after its command, and dies at aclose()."""
+    ex = LocalExecutor(tmp_path)
+    await ex.exec_cmd(Command.shell("nohup sleep 60 >/dev/null 2>&1 & echo $! > job.pid"))
+    await ex.exec_cmd(Command.shell("sleep 60 & echo $! > held.pid; echo done"))
+    pids = await read_pids(tmp_path, "job.pid", "held.pid")
+    await anyio.sleep(0.2)
+    assert all(map(alive, pids))
+    await ex.aclose()
+    assert not [pid for pid in pids if alive(pid)]
+    with pytest.raises(ExecutorError, match="closed"):
+        await ex.exec_cmd(Command.shell("true"))
+
+
+async def test_aclose_leaves_other_executors_alone(tmp_path: Path) -> None:
+    """Closing one executor does not touch the jobs of another."""
+    async with LocalExecutor(tmp_path) as keep:
+        await keep.exec_cmd(Command.shell("nohup sleep 60 >/dev/null 2>&1 & echo $! > keep.pid"))
+        async with LocalExecutor(tmp_path) as other:
+            await other.exec_cmd(Command.shell("nohup sleep 60 >/dev/null 2>&1 &"))
+        (pid,) = await read_pids(tmp_path, "keep.pid")
+        assert alive(pid)
+
+
+async def test_drain_is_bounded_under_a_chatty_background_child(ex: LocalExecutor) -> None:
+    """A background child that keeps writing to the pipe does not hold the call."""
+    started = time.monotonic()
+    output = await ex.exec_cmd(Command.shell("yes & echo started"))
+    assert time.monotonic() - started < 1.0
+    assert output.stdout.startswith(b"started\n") or b"started\n" in output.stdout
+
+
+async def test_command_timeout_wins_over_default(tmp_path: Path) -> None:
+    """A command's own timeout wins over the default, also when longer."""
+    async with LocalExecutor(tmp_path, default_timeout=0.2, kill_grace=0.1) as ex:
+        output = await ex.exec_cmd(Command.shell("sleep 0.5; echo ok").with_timeout(5))
+        assert output.stdout == b"ok\n"
+        with pytest.raises(TimedOut) as caught:
+            await ex.exec_cmd(Command.shell("sleep 5"))
+        assert caught.value.timeout == 0.2
+
+
+async def test_environment_layers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Environment: inherited, then env_remove, then envs, then the command's own."""
+    monkeypatch.setenv("EX_INHERITED", "inherited")
+    monkeypatch.setenv("EX_REMOVED", "removed")
+    monkeypatch.setenv("EX_OVERRIDDEN", "inherited")
+    async with LocalExecutor(
+        tmp_path,
+        env_remove=["EX_REMOVED"],
+        envs={"EX_OVERRIDDEN": "executor", "EX_SET": "executor"},
+    ) as ex:
+        cmd = Command.exec(["env"]).with_env({"EX_SET": "command"})
+        lines = set((await ex.exec_cmd(cmd)).stdout.decode().splitlines())
+    assert "EX_INHERITED=inherited" in lines
+    assert not any(line.startswith("EX_REMOVED=") for line in lines)
+    assert "EX_OVERRIDDEN=executor" in lines
+    assert "EX_SET=command" in lines
+
+
+async def test_env_clear(tmp_path: Path) -> None:
+    """env_clear starts from nothing but what the executor and the command set."""
+    async with LocalExecutor(tmp_path, env_clear=True, envs={"ONLY": "1"}) as ex:
+        output = await ex.exec_cmd(Command.exec(["/usr/bin/env"]).with_env({"ALSO": "2"}))
+    names = {line.split("=", 1)[0] for line in output.stdout.decode().splitlines()}
+    assert names == {"ONLY", "ALSO", "EXECUTOR_PROCESS_TREE"}
+
+
+async def test_output_limit_keeps_head_and_tail(tmp_path: Path) -> None:
+    """With a cap, the head and tail are kept, truncated is set, and the sink sees every byte."""
+    expected = "".join(f"{i}\n" for i in range(1, 100001)).encode()
+    seen = bytearray()
+    async with LocalExecutor(tmp_path, output_limit=1000) as ex:
+        output = await ex.exec_cmd_streaming(
+            Command.shell("seq 1 100000"), lambda chunk: seen.extend(chunk.data)
+        )
+    assert bytes(seen) == expected
+    assert output.truncated
+    assert output.stdout == expected[:500] + expected[-500:]
+
+
+async def test_output_under_the_limit_is_whole(tmp_path: Path) -> None:
+    """Output under the cap is kept whole and not marked truncated."""
+    async with LocalExecutor(tmp_path, output_limit=1000) as ex:
+        output = await ex.exec_cmd(Command.shell("seq 1 10"))
+    assert not output.truncated
+    assert output.stdout == b"1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n"
+
+
+async def test_large_output_exact(ex: LocalExecutor) -> None:
+    """Several MiB of output arrive exactly, in order."""
+    output = await ex.exec_cmd(
+        Command.exec([sys.executable, "-c", "import sys; sys.stdout.buffer.write(bytes(range(256)) * 40000)"])
+    )
+    assert output.stdout == bytes(range(256)) * 40000
+
+
+async def test_no_file_descriptors_leak(ex: LocalExecutor) -> None:
+    """200 commands, failing and succeeding, leave no file descriptor open."""
+    for _ in range(3):
+        await ex.exec_cmd(Command.shell("echo warm"))
+        await ex.exec_cmd(Command.read_file("/etc/hostname"))
+    before = len(os.listdir("/proc/self/fd"))
+    for i in range(200):
+        if i % 4 == 0:
+            await ex.exec_cmd(Command.shell("echo x").with_stdin(b"data"))
+        elif i % 4 == 1:
+            with pytest.raises(NonZeroExit):
+                await ex.exec_cmd(Command.shell("exit 1"))
+        elif i % 4 == 2:
+            with pytest.raises(NonZeroExit):
+                await ex.exec_cmd(Command.exec(["no-such-program-xyz"]))
+        else:
+            with pytest.raises(TimedOut):
+                await ex.exec_cmd(Command.shell("sleep 5").with_timeout(0.01))
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+async def test_concurrent_commands(ex: LocalExecutor) -> None:
+    """Many commands at once each get their own output."""
+    results: dict[int, bytes] = {}
+
+    async def one(i: int) -> None:
+        results[i] = (await ex.exec_cmd(Command.shell(f"sleep 0.1; echo {i}"))).stdout
+
+    async with anyio.create_task_group() as tasks:
+        for i in range(100):
+            tasks.start_soon(one, i)
+    assert results == {i: f"{i}\n".encode() for i in range(100)}
+
+
+async def test_missing_current_dir(ex: LocalExecutor) -> None:
+    """A current_dir that does not exist fails with a message naming it."""
+    with pytest.raises(NonZeroExit) as caught:
+        await ex.exec_cmd(Command.shell("true").with_current_dir("nowhere"))
+    assert "nowhere" in str(caught.value)
+
+
+async def test_not_executable(ex: LocalExecutor, tmp_path: Path) -> None:
+    """A program that is not executable fails with exit code 126."""
+    (tmp_path / "script").write_text("echo hi\n")
+    with pytest.raises(NonZeroExit) as caught:
+        await ex.exec_cmd(Command.exec(["./script"]))
+    assert caught.value.output.exit_code == 126
+
+
+async def test_shebang_refuses_extra_stdin(ex: LocalExecutor) -> None:
+    """A #! script cannot also be given stdin, since its body is the stdin."""
+    with pytest.raises(ExecutorError, match="stdin"):
+        await ex.exec_cmd(Command.shell("#!/bin/sh\ncat").with_stdin("x"))
+
+
+async def test_read_fifo_does_not_hang(ex: LocalExecutor, tmp_path: Path) -> None:
+    """Reading a FIFO fails at once instead of waiting for a writer."""
+    os.mkfifo(tmp_path / "pipe")
+    with anyio.fail_after(5), pytest.raises(NonZeroExit, match="not a regular file"):
+        await ex.exec_cmd(Command.read_file("pipe"))
+
+
+async def test_write_keeps_mode(ex: LocalExecutor, tmp_path: Path) -> None:
+    """Replacing a file keeps its permission bits; a new file gets 0o666 less the umask."""
+    script = tmp_path / "run.sh"
+    script.write_text("old")
+    script.chmod(0o750)
+    await ex.exec_cmd(Command.write_file("run.sh", "new"))
+    assert stat.S_IMODE(script.stat().st_mode) == 0o750
+    assert script.read_text() == "new"
+    await ex.exec_cmd(Command.write_file("fresh.txt", "x"))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "fresh.txt").stat().st_mode) == 0o666 & ~umask
+
+
+async def test_write_replaces_a_symlink_not_its_target(ex: LocalExecutor, tmp_path: Path) -> None:
+    """Writing to a symlink replaces the link; the file it pointed to is untouched."""
+    target = tmp_path / "target.txt"
+    target.write_text("original")
+    (tmp_path / "link.txt").symlink_to(target)
+    await ex.exec_cmd(Command.write_file("link.txt", "new"))
+    assert target.read_text() == "original"
+    assert not (tmp_path / "link.txt").is_symlink()
+    assert (tmp_path / "link.txt").read_text() == "new"
+
+
+async def test_write_leaves_no_temporary_files(ex: LocalExecutor, tmp_path: Path) -> None:
+    """A write, and a write that fails, leave nothing but the file."""
+    await ex.exec_cmd(Command.write_file("a.txt", "x"))
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(NonZeroExit):
+        await ex.exec_cmd(Command.write_file("dir", "x"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "dir"]
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, anyio
+    from executor import Command, LocalExecutor
+
+    async def main() -> None:
+        ex = LocalExecutor(sys.argv[1])
+        size = int(sys.argv[2])
+        print("ready", flush=True)
+        for i in range(10**6):
+            await ex.exec_cmd(Command.write_file("data.bin", (b"AB"[i % 2 : i % 2 + 1]) * size))
+
+    anyio.run(main)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_killed_writer_leaves_whole_file(tmp_path: Path) -> None:
+    """Killing a process in the middle of write_file leaves the old or the new content, whole."""
+    size = 4 << 20
+    (tmp_path / "data.bin").write_bytes(b"A" * size)
+    rng = random.Random(1234)
+    for _ in range(8):
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(tmp_path), str(size)], stdout=subprocess.PIPE
+        )
+        assert writer.stdout is not None
+        assert writer.stdout.readline() == b"ready\n"
+        await anyio.sleep(rng.uniform(0.05, 0.4))
+        writer.kill()
+        writer.wait()
+        writer.stdout.close()
+        data = (tmp_path / "data.bin").read_bytes()
+        assert len(data) == size
+        assert data in (b"A" * size, b"B" * size)
+
+
+# --- property tests -----------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=1 << 16))
+async def test_bytes_round_trip_through_files(ex: LocalExecutor, data: bytes) -> None:
+    """Any bytes written with write_file come back the same from read_file and from `cat`."""
+    await ex.exec_cmd(Command.write_file("blob", data))
+    assert (await ex.exec_cmd(Command.read_file("blob"))).stdout == data
+    assert (await ex.exec_cmd(Command.exec(["cat", "blob"]))).stdout == data
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=1 << 16))
+async def test_bytes_round_trip_through_stdin(ex: LocalExecutor, data: bytes) -> None:
+    """Any bytes given as stdin come back the same through `cat`."""
+    assert (await ex.exec_cmd(Command.exec(["cat"]).with_stdin(data))).stdout == data

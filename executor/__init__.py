@@ -1,4 +1,4 @@
-"""Run the tool commands of AI agents: shell scripts, argv commands, file reads, writes and listings.
+"""Run the tool commands of AI agents: shell scripts, argv commands, file reads and writes.
 
 ```python
 from executor import Command, LocalExecutor

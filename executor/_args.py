@@ -18,6 +18,7 @@ class WorkspacePath(os.PathLike[str]):
 
     Raises:
         InvalidArgument: Naming the raw value and the rule it broke.
+
     """
 
     __slots__ = ("_path", "raw")

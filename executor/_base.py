@@ -38,6 +38,7 @@ class LoadedFile:
         path: Absolute, or relative to the working directory (and scope) of the
             executor that listed it, so it can be handed back to that executor.
         content: The file's text, decoded as UTF-8 (invalid bytes replaced).
+
     """
 
     path: str
@@ -60,6 +61,7 @@ class ToolExecutor(abc.ABC):
             NonZeroExit: The command failed (or a file operation did).
             TimedOut: It ran past its timeout; its process tree was killed.
             ExecutorError: The executor failed or refused.
+
         """
 
     async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
@@ -90,6 +92,7 @@ class ToolExecutor(abc.ABC):
             path: The folder to list.
             extensions: Keep only these extensions (`"py"` or `".py"`); `None`
                 or empty keeps all.
+
         """
 
     @property
@@ -109,7 +112,7 @@ class ToolExecutor(abc.ABC):
 
         return ReadOnly(self)
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 (most executors hold nothing)
         """Release what the executor holds and end every process it started."""
 
     async def __aenter__(self) -> Self:

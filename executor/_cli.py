@@ -52,11 +52,18 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--workdir", default=".", help="directory the command starts in")
     run.add_argument("--timeout", type=float, help="seconds before the command is killed")
     run.add_argument(
-        "--env", type=_variable, action="append", default=[], metavar="NAME=VALUE",
+        "--env",
+        type=_variable,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
         help="set a variable (repeatable)",
     )
     run.add_argument(
-        "--env-remove", action="append", default=[], metavar="NAME",
+        "--env-remove",
+        action="append",
+        default=[],
+        metavar="NAME",
         help="remove a variable (repeatable)",
     )
     run.add_argument("--env-clear", action="store_true", help="start from an empty environment")
@@ -69,7 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     files.add_argument("dir", nargs="?", default=".", help="folder to list (default: .)")
     files.add_argument(
-        "--ext", action="append", default=[], metavar="EXT",
+        "--ext",
+        action="append",
+        default=[],
+        metavar="EXT",
         help="keep only this extension, 'py' or '.py' (repeatable)",
     )
     return parser
@@ -103,6 +113,7 @@ async def _run(args: argparse.Namespace, script: str) -> int:
         env_clear=args.env_clear,
         env_remove=args.env_remove,
         envs=dict(args.env),
+        output_limit=0,  # the output goes to the terminal; keep none of it in memory
     )
     async with executor:
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Self, TypeAlias
+from typing import Self, TypeAlias
 
 import attrs
 
@@ -22,8 +22,8 @@ __all__ = [
     "Command",
     "Exec",
     "ReadFile",
-    "Shell",
     "ShebangScript",
+    "Shell",
     "StrPath",
     "Timeout",
     "WriteFile",
@@ -122,6 +122,7 @@ class Command:
         env: Variables set for this command, over the executor's environment.
         stdin: Bytes written to the command's standard input; `None` gives it
             an empty one, so nothing ever waits on a terminal.
+
     """
 
     current_dir: str | None = attrs.field(default=None, converter=_optional_path)
@@ -203,6 +204,7 @@ class ShebangScript:
         program: The text after `#!` up to the first whitespace.
         argument: The trimmed rest of that line, passed as one argument, if any.
         body: Everything after the first newline; it goes to the interpreter's stdin.
+
     """
 
     program: str
@@ -217,7 +219,7 @@ class ShebangScript:
         return (self.program,)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class Shell(Command):
     """A shell script, run with `sh -c`.
 
@@ -227,9 +229,6 @@ class Shell(Command):
     """
 
     script: str = attrs.field(converter=_script)
-
-    def __init__(self, script: str, **options: Any) -> None:
-        self.__attrs_init__(script=script, **options)  # type: ignore[attr-defined]
 
     def __attrs_post_init__(self) -> None:
         # A bad #! line is the caller's error: say so when the command is built.
@@ -247,32 +246,23 @@ class Shell(Command):
         return ShebangScript(program=words[0], argument=argument, body=body.encode())
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class Exec(Command):
     """A program and its arguments, run without a shell."""
 
     argv: tuple[str, ...] = attrs.field(converter=_argv)
 
-    def __init__(self, argv: Iterable[str], **options: Any) -> None:
-        self.__attrs_init__(argv=argv, **options)  # type: ignore[attr-defined]
 
-
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class ReadFile(Command):
     """Read a file's bytes; they come back as stdout."""
 
     path: str = attrs.field(converter=_path)
 
-    def __init__(self, path: StrPath, **options: Any) -> None:
-        self.__attrs_init__(path=path, **options)  # type: ignore[attr-defined]
 
-
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class WriteFile(Command):
     """Write bytes to a file: parents created, replaced atomically."""
 
     path: str = attrs.field(converter=_path)
     content: bytes = attrs.field(converter=_content, repr=lambda c: f"<{len(c)} bytes>")
-
-    def __init__(self, path: StrPath, content: str | bytes, **options: Any) -> None:
-        self.__attrs_init__(path=path, content=content, **options)  # type: ignore[attr-defined]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import os
@@ -15,14 +16,17 @@ import anyio
 import attrs
 
 from executor._base import LoadedFile, Sink, ToolExecutor, call_sink
-from executor._commands import Command, Env, Exec, ReadFile, Shell, StrPath, Timeout, WriteFile
+from executor._commands import Command, Env, Exec, ReadFile, Shell, StrPath, WriteFile
 from executor._commands import _timeout as _timeout_seconds
 from executor._errors import ExecutorError, NonZeroExit, TimedOut
 from executor._files import normalise_extensions, stream_text_files
 from executor._output import CommandOutput, OutputBuffer, Stderr, Stdout
 from executor._process import ProcessRun, kill_tree, spawn
 
-__all__ = ["LocalExecutor"]
+__all__ = ["DEFAULT_OUTPUT_LIMIT", "LocalExecutor"]
+
+DEFAULT_OUTPUT_LIMIT = 32 << 20
+"""Bytes of output a command keeps in memory unless told otherwise: a guard against floods."""
 
 # Exit codes for a program that could not be started, as POSIX shells report them.
 _NOT_FOUND = 127
@@ -68,10 +72,12 @@ class LocalExecutor(ToolExecutor):
             comes last.
         output_limit: Bytes of output kept in memory per command; past it the
             head and tail are kept and `truncated` is set. Sinks still see
-            every byte. `None` keeps everything.
+            every byte. The default, 32 MiB, guards against floods; `None`
+            keeps everything.
         kill_grace: Seconds between SIGTERM and SIGKILL when a tree is killed.
         drain_timeout: After a command exits, how long to go on reading while
             a background process still holds its output pipes.
+
     """
 
     workdir: str = attrs.field(default=".", converter=_absolute)
@@ -81,7 +87,9 @@ class LocalExecutor(ToolExecutor):
     env_clear: bool = attrs.field(default=False, kw_only=True)
     env_remove: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=_names)
     envs: Env = attrs.field(factory=Env, kw_only=True, converter=Env)
-    output_limit: int | None = attrs.field(default=None, kw_only=True, validator=_limit)
+    output_limit: int | None = attrs.field(
+        default=DEFAULT_OUTPUT_LIMIT, kw_only=True, validator=_limit
+    )
     kill_grace: float = attrs.field(default=1.0, kw_only=True, validator=_non_negative)
     drain_timeout: float = attrs.field(default=0.1, kw_only=True, validator=_non_negative)
     # The tag's owner pid lets tools tell whose processes they are, and whether the owner is gone.
@@ -108,7 +116,7 @@ class LocalExecutor(ToolExecutor):
         """Yield the text files below `path` (relative to `workdir`); see `ToolExecutor`."""
         self._check_open()
         # Paths come back as the caller would write them: "src/a.py", not "./src/a.py".
-        display = os.path.normpath(os.fspath(path))
+        display = os.path.normpath(os.fspath(path))  # noqa: ASYNC240 (string only)
         if display == ".":
             display = ""
         wanted = normalise_extensions(extensions)
@@ -209,7 +217,9 @@ class LocalExecutor(ToolExecutor):
             # A read may block on a slow file system; on timeout the thread is
             # abandoned, which is harmless for a read.
             with anyio.move_on_after(timeout if timeout is not None else float("inf")):
-                data = await anyio.to_thread.run_sync(_read_regular_file, path, abandon_on_cancel=True)
+                data = await anyio.to_thread.run_sync(
+                    _read_regular_file, path, abandon_on_cancel=True
+                )
         except OSError as error:
             failure = _file_failure(error, cmd.path, started)
             await _report_failure(sink, failure)
@@ -286,7 +296,9 @@ def write_atomically(path: str, content: bytes) -> None:
     else:
         if stat.S_ISDIR(existing.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-        mode = stat.S_IMODE(existing.st_mode) if stat.S_ISREG(existing.st_mode) else 0o666 & ~_umask()
+        mode = (
+            stat.S_IMODE(existing.st_mode) if stat.S_ISREG(existing.st_mode) else 0o666 & ~_umask()
+        )
     fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
     try:
         with open(fd, "wb", closefd=True) as file:
@@ -296,10 +308,8 @@ def write_atomically(path: str, content: bytes) -> None:
             os.fsync(file.fileno())
         os.replace(temporary, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
-        except FileNotFoundError:
-            pass
         raise
 
 
@@ -345,4 +355,3 @@ def _failure_message(output: CommandOutput) -> str:
             name = f"signal {output.signal}"
         return f"command was killed by {name}"
     return f"command exited with code {output.exit_code}"
-

@@ -52,6 +52,7 @@ class CommandOutput:
         duration: Seconds from start to end.
         truncated: Whether output was left out of `chunks` because it passed the
             executor's cap on stored output (the head and the tail are kept).
+
     """
 
     chunks: tuple[Chunk, ...] = attrs.field(default=(), converter=_drop_empty)

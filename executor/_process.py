@@ -29,7 +29,7 @@ import attrs
 import psutil
 
 from executor._base import Sink
-from executor._errors import TimedOut
+from executor._errors import ExecutorError, TimedOut
 from executor._output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
 
 __all__ = ["TREE_VARIABLE", "ProcessRun", "Spawned", "kill_tree", "spawn"]
@@ -113,6 +113,7 @@ def spawn(
     Raises:
         OSError: The program could not be started (missing, not executable, or
             `cwd` is not a directory).
+
     """
     env = {**env, TREE_VARIABLE: tag}
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
@@ -163,12 +164,18 @@ async def wait_exit(spawned: Spawned) -> int:
     pid = spawned.pid
     if spawned.pidfd is not None:
         await anyio.wait_readable(spawned.pidfd)
-        _, status = os.waitpid(pid, 0)
+        try:
+            _, status = os.waitpid(pid, 0)  # noqa: ASYNC222 (exited: the pidfd said so)
+        except ChildProcessError as error:
+            raise ExecutorError(
+                f"the exit status of process {pid} was collected by someone else "
+                "(a SIGCHLD handler that reaps every child?)"
+            ) from error
     else:
         # Without pidfds (old kernels), poll; the delay grows to bound the cost.
         delay = 0.001
         while True:
-            reaped, status = os.waitpid(pid, os.WNOHANG)
+            reaped, status = os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222 (WNOHANG)
             if reaped:
                 break
             await anyio.sleep(delay)
@@ -197,6 +204,7 @@ class ProcessRun:
         kill_grace: Seconds between SIGTERM and SIGKILL.
         drain_timeout: How long to go on reading after the child exits, while a
             background process still holds its pipes.
+
     """
 
     def __init__(
@@ -230,6 +238,7 @@ class ProcessRun:
             TimedOut: The timeout passed; the tree was killed.
             BaseException: Whatever the sink raised, or a cancellation; the
                 tree is killed and the child reaped before it propagates.
+
         """
         spawned = self._spawned
         started = anyio.current_time()
@@ -379,7 +388,9 @@ def _scan(tag: str, *, prefix: bool, group: int | None) -> list[int]:
             continue  # a zombie is dead already; its parent reaps it
         ppid, pgid, sid = int(fields[1]), int(fields[2]), int(fields[3])
         parents[pid] = ppid
-        if group is not None and group in (pid, pgid, sid):
+        # Not `pid == group`: once the leader is reaped its pid may be reused,
+        # but the kernel keeps a group or session id from reuse while it has members.
+        if group is not None and group in (pgid, sid):
             found.add(pid)
             continue
         if _has_tag(pid, needle, prefix=prefix):

@@ -66,7 +66,7 @@ class ExecutorContract:
         assert output.text() == "\ufffd\ufffdok"
 
     async def test_streams_are_separate(self, executor: ToolExecutor) -> None:
-        """stdout and stderr are kept apart."""
+        """Stdout and stderr are kept apart."""
         output = await executor.exec_cmd(Command.shell("echo out; echo err >&2"))
         assert output.stdout == b"out\n"
         assert output.stderr == b"err\n"
@@ -128,7 +128,7 @@ class ExecutorContract:
 
     async def test_shebang_script(self, executor: ToolExecutor) -> None:
         """A #! script runs its interpreter with the rest of the line as one argument."""
-        script = "#!/bin/sh -eu\necho \"$0\" \"$-\"\necho body"
+        script = '#!/bin/sh -eu\necho "$0" "$-"\necho body'
         output = await executor.exec_cmd(Command.shell(script))
         lines = output.stdout.decode().splitlines()
         assert lines[1] == "body"
@@ -274,7 +274,7 @@ class ExecutorContract:
     # --- listing -------------------------------------------------------------
 
     async def test_stream_files(self, executor: ToolExecutor) -> None:
-        """stream_files lists text files relative to the working directory, filtered by extension."""
+        """stream_files lists text files relative to the workdir, filtered by extension."""
         for name, content in {
             "src/a.py": "print(1)\n",
             "src/b.txt": "text\n",
@@ -311,4 +311,3 @@ class ExecutorContract:
         assert relative.stdout == b"x.md\n"
         assert [f.path async for f in docs.stream_files("api")] == ["api/x.md"]
         assert [f.path async for f in api.stream_files(".")] == ["x.md"]
-

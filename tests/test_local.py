@@ -92,7 +92,7 @@ DAEMON = textwrap.dedent(
 
 
 async def test_timeout_kills_the_whole_tree(ex: LocalExecutor, tmp_path: Path) -> None:
-    """After a timeout, a background sleep, a setsid escapee, a TERM-ignorer and a daemon are gone."""
+    """After a timeout, a background sleep, a setsid escapee, a TERM-ignorer and a daemon die."""
     (tmp_path / "daemon.py").write_text(DAEMON)
     script = f"""
         sleep 60 & echo $! > bg.pid
@@ -259,7 +259,9 @@ async def test_output_under_the_limit_is_whole(tmp_path: Path) -> None:
 async def test_large_output_exact(ex: LocalExecutor) -> None:
     """Several MiB of output arrive exactly, in order."""
     output = await ex.exec_cmd(
-        Command.exec([sys.executable, "-c", "import sys; sys.stdout.buffer.write(bytes(range(256)) * 40000)"])
+        Command.exec(
+            [sys.executable, "-c", "import sys; sys.stdout.buffer.write(bytes(range(256)) * 40000)"]
+        )
     )
     assert output.stdout == bytes(range(256)) * 40000
 
@@ -384,6 +386,7 @@ async def test_killed_writer_leaves_whole_file(tmp_path: Path) -> None:
     size = 4 << 20
     (tmp_path / "data.bin").write_bytes(b"A" * size)
     rng = random.Random(1234)
+    interrupted = 0
     for _ in range(8):
         writer = subprocess.Popen(
             [sys.executable, "-c", WRITER, str(tmp_path), str(size)], stdout=subprocess.PIPE
@@ -397,12 +400,20 @@ async def test_killed_writer_leaves_whole_file(tmp_path: Path) -> None:
         data = (tmp_path / "data.bin").read_bytes()
         assert len(data) == size
         assert data in (b"A" * size, b"B" * size)
+        # A temporary file left behind shows this kill landed inside a write.
+        leftovers = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+        interrupted += bool(leftovers)
+        for leftover in leftovers:
+            leftover.unlink()
+    assert interrupted, "no kill landed inside a write; the test proved nothing"
 
 
 # --- property tests -----------------------------------------------------------------
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.binary(max_size=1 << 16))
 async def test_bytes_round_trip_through_files(ex: LocalExecutor, data: bytes) -> None:
     """Any bytes written with write_file come back the same from read_file and from `cat`."""
@@ -411,7 +422,9 @@ async def test_bytes_round_trip_through_files(ex: LocalExecutor, data: bytes) ->
     assert (await ex.exec_cmd(Command.exec(["cat", "blob"]))).stdout == data
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.binary(max_size=1 << 16))
 async def test_bytes_round_trip_through_stdin(ex: LocalExecutor, data: bytes) -> None:
     """Any bytes given as stdin come back the same through `cat`."""

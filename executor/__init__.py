@@ -11,7 +11,7 @@ async with LocalExecutor("/srv/checkout", default_timeout=30) as ex:
 
 from executor._args import WorkspacePath
 from executor._base import LoadedFile, Sink, ToolExecutor
-from executor._commands import Command, Exec, ReadFile, Shell, WriteFile
+from executor._commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile
 from executor._errors import (
     CommandError,
     ExecutorError,
@@ -45,6 +45,7 @@ __all__ = [
     "Sink",
     "Stderr",
     "Stdout",
+    "StrPath",
     "TimedOut",
     "ToolExecutor",
     "WorkspacePath",

@@ -7,16 +7,18 @@ it timed out (as `timeout(1)` does), 125 when the executor itself failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import math
 import os
 import shlex
-import sys
+import signal
 from collections.abc import Sequence
 
 import anyio
 
 from executor._commands import Command
-from executor._errors import CommandError, ExecutorError, NonZeroExit, TimedOut
+from executor._errors import CommandError, InvalidArgument, NonZeroExit, TimedOut
 from executor._local import LocalExecutor
 from executor._output import Chunk, Stdout
 
@@ -50,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     run.add_argument("--workdir", default=".", help="directory the command starts in")
-    run.add_argument("--timeout", type=float, help="seconds before the command is killed")
+    run.add_argument("--timeout", type=_positive, help="seconds before the command is killed")
     run.add_argument(
         "--env",
         type=_variable,
@@ -85,6 +87,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not seconds > 0 or math.isinf(seconds):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return seconds
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return the exit code."""
     parser = _parser()
@@ -96,17 +108,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not words:
             parser.error("run: give a script after --")
         script = words[0] if len(words) == 1 else shlex.join(words)
-        return anyio.run(functools.partial(_run, args, script))
+        try:
+            command = Command.shell(script)
+        except InvalidArgument as error:
+            parser.error(f"run: {error}")
+        return anyio.run(functools.partial(_run, args, command))
     return anyio.run(functools.partial(_files, args))
 
 
+class _OutputClosed(Exception):
+    """Our own stdout or stderr is gone (a closed pipe, as in `| head -1`)."""
+
+
 def _write(chunk: Chunk) -> None:
-    stream = sys.stdout if isinstance(chunk, Stdout) else sys.stderr
-    stream.buffer.write(chunk.data)
-    stream.buffer.flush()
+    fd = 1 if isinstance(chunk, Stdout) else 2
+    data = memoryview(chunk.data)
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except (BrokenPipeError, OSError) as error:
+        raise _OutputClosed from error
 
 
-async def _run(args: argparse.Namespace, script: str) -> int:
+async def _run(args: argparse.Namespace, command: Command) -> int:
     executor = LocalExecutor(
         args.workdir,
         default_timeout=args.timeout,
@@ -115,18 +139,45 @@ async def _run(args: argparse.Namespace, script: str) -> int:
         envs=dict(args.env),
         output_limit=0,  # the output goes to the terminal; keep none of it in memory
     )
-    async with executor:
-        try:
-            output = await executor.exec_cmd_streaming(Command.shell(script), _write)
-        except TimedOut as error:
-            print(f"executor: {error.message}", file=sys.stderr)
-            return _TIMED_OUT
-        except NonZeroExit as error:
-            return error.output.exit_code or 1
-        except (ExecutorError, CommandError) as error:
-            print(f"executor: {error.message}", file=sys.stderr)
-            return _EXECUTOR_FAILED
+    received: list[int] = []
+    async with executor, anyio.create_task_group() as tasks:
+        # SIGINT, SIGTERM and SIGHUP end the command's whole tree before we exit
+        # with 128 + N, as a shell would; dying by the signal would orphan it.
+        tasks.start_soon(_watch_signals, tasks.cancel_scope, received)
+        code = await _run_command(executor, command)
+        tasks.cancel_scope.cancel()
+    if received:
+        return 128 + received[0]
+    return code
+
+
+async def _watch_signals(scope: anyio.CancelScope, received: list[int]) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        async for number in signals:
+            received.append(number)
+            scope.cancel()
+            return
+
+
+async def _run_command(executor: LocalExecutor, command: Command) -> int:
+    try:
+        output = await executor.exec_cmd_streaming(command, _write)
+    except TimedOut as error:
+        _say(error.message)
+        return _TIMED_OUT
+    except NonZeroExit as error:
+        return error.output.exit_code or 1
+    except _OutputClosed:
+        return 128 + signal.SIGPIPE
+    except CommandError as error:
+        _say(error.message)
+        return _EXECUTOR_FAILED
     return output.exit_code or 0
+
+
+def _say(message: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, f"executor: {message}\n".encode())
 
 
 async def _files(args: argparse.Namespace) -> int:
@@ -136,6 +187,6 @@ async def _files(args: argparse.Namespace) -> int:
             async for loaded in executor.stream_files(args.dir, args.ext or None):
                 print(loaded.path)
         except FileNotFoundError as error:
-            print(f"executor: {error}", file=sys.stderr)
+            _say(str(error))
             return 2
     return 0

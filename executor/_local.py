@@ -10,7 +10,7 @@ import signal
 import stat
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 
 import anyio
 import attrs
@@ -37,10 +37,16 @@ def _absolute(path: StrPath) -> str:
     return os.path.abspath(os.fspath(path))
 
 
-def _names(values: Iterable[str]) -> tuple[str, ...]:
+def _names(values: Iterable[str] | None) -> tuple[str, ...]:
+    if values is None:
+        return ()
     if isinstance(values, str):
         return (values,)
     return tuple(values)
+
+
+def _variables(values: Mapping[str, str] | None) -> Env:
+    return Env(values or {})
 
 
 def _non_negative(_: object, attribute: attrs.Attribute[float], value: float) -> None:
@@ -86,7 +92,7 @@ class LocalExecutor(ToolExecutor):
     )
     env_clear: bool = attrs.field(default=False, kw_only=True)
     env_remove: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=_names)
-    envs: Env = attrs.field(factory=Env, kw_only=True, converter=Env)
+    envs: Env = attrs.field(factory=Env, kw_only=True, converter=_variables)
     output_limit: int | None = attrs.field(
         default=DEFAULT_OUTPUT_LIMIT, kw_only=True, validator=_limit
     )
@@ -191,6 +197,9 @@ class LocalExecutor(ToolExecutor):
                 stdin=stdin is not None,
             )
         except OSError as error:
+            if error.filename == cwd == self.workdir:
+                # The executor's own folder is missing: its fault, not the command's.
+                raise ExecutorError(f"cannot run in {cwd}: {error.strerror}") from error
             failure = _spawn_failure(error, argv, cwd, started)
             await _report_failure(sink, failure)
             raise failure from error
@@ -323,7 +332,7 @@ async def _report_failure(sink: Sink | None, failure: NonZeroExit) -> None:
 def _file_failure(error: OSError, shown: str, started: float) -> NonZeroExit:
     message = f"{shown}: {error.strerror or error}"
     output = CommandOutput(
-        chunks=(Stderr(message.encode()),), duration=anyio.current_time() - started
+        chunks=(Stderr(f"{message}\n".encode()),), duration=anyio.current_time() - started
     )
     return NonZeroExit(message, output)
 
@@ -340,7 +349,7 @@ def _spawn_failure(error: OSError, argv: Iterable[str], cwd: str, started: float
         message = f"{program}: {error.strerror or error}"
         code = _NOT_EXECUTABLE
     output = CommandOutput(
-        chunks=(Stderr(message.encode()),),
+        chunks=(Stderr(f"{message}\n".encode()),),
         exit_code=code,
         duration=anyio.current_time() - started,
     )

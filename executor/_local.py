@@ -11,6 +11,7 @@ import stat
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
 
 import anyio
 import attrs
@@ -54,7 +55,7 @@ def _non_negative(_: object, attribute: attrs.Attribute[float], value: float) ->
         raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
 
 
-def _limit(_: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+def _limit(_: object, attribute: attrs.Attribute[Any], value: int | None) -> None:
     if value is not None and value < 0:
         raise ValueError(f"{attribute.name} must be >= 0 or None, got {value!r}")
 

@@ -16,6 +16,7 @@ import signal
 from collections.abc import Sequence
 
 import anyio
+import anyio.abc
 
 from executor._commands import Command
 from executor._errors import CommandError, InvalidArgument, NonZeroExit, TimedOut
@@ -143,7 +144,7 @@ async def _run(args: argparse.Namespace, command: Command) -> int:
     async with executor, anyio.create_task_group() as tasks:
         # SIGINT, SIGTERM and SIGHUP end the command's whole tree before we exit
         # with 128 + N, as a shell would; dying by the signal would orphan it.
-        tasks.start_soon(_watch_signals, tasks.cancel_scope, received)
+        await tasks.start(_watch_signals, tasks.cancel_scope, received)
         code = await _run_command(executor, command)
         tasks.cancel_scope.cancel()
     if received:
@@ -151,8 +152,14 @@ async def _run(args: argparse.Namespace, command: Command) -> int:
     return code
 
 
-async def _watch_signals(scope: anyio.CancelScope, received: list[int]) -> None:
+async def _watch_signals(
+    scope: anyio.CancelScope,
+    received: list[int],
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        task_status.started()
         async for number in signals:
             received.append(number)
             scope.cancel()

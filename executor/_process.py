@@ -21,12 +21,13 @@ import math
 import os
 import signal as signals
 import subprocess
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Final
 
 import anyio
 import attrs
 import psutil
+import sniffio
 
 from executor._base import Sink
 from executor._errors import ExecutorError, TimedOut
@@ -41,8 +42,11 @@ Its value is `OWNER_PID:EXECUTOR_ID/COMMAND_NUMBER`: which process started the
 command, through which executor, and which command it was.
 """
 
-# One read takes what the pipe holds, up to this much: large reads keep the
-# per-chunk overhead (a wakeup, a chunk object, a sink call) small under floods.
+# A reader starts with reads of this size, which allocate only what arrives.
+_SMALL_READ: Final = 1 << 16
+# Once a read fills that, output is flooding: one read then takes what the pipe
+# holds, up to this much, into a reused buffer, keeping the per-chunk overhead
+# (a wakeup, a chunk object, a sink call) small and the allocator out of it.
 _READ_SIZE: Final = 1 << 20
 # Linux's default pipe holds 64 KiB; a larger one lets each wakeup carry more.
 # Only root enlarges pipes: for other users the pages count against a per-user
@@ -227,9 +231,12 @@ class ProcessRun:
         self._kill_grace = kill_grace
         self._drain_timeout = drain_timeout
         self._status: int | None = None
-        self._exited_at: float | None = None
-        self._waits: set[anyio.CancelScope] = set()
-        self._writer_scope = anyio.CancelScope()
+        self._readers = 2
+        self._readers_done = anyio.Event()
+        # Chunks being handed to the sink; the drain never cancels one midway.
+        self._emitting = 0
+        self._emitted: anyio.Event | None = None
+        self._stopping = False
 
     async def run(self) -> CommandOutput:
         """Run to the end and return the output.
@@ -253,18 +260,19 @@ class ProcessRun:
                     self._status = await wait_exit(spawned)
                 if self._status is None:
                     timed_out = True
-                    with anyio.CancelScope(shield=True):
-                        await self._kill()
-                self._exited()
+                    await run_to_completion(self._kill)
+                await self._drain()
+                tasks.cancel_scope.cancel()
         except BaseException as exc:
-            with anyio.CancelScope(shield=True):
-                await self._kill()
+            await run_to_completion(self._kill)
             inner = _unwrap(exc)
             if inner is exc:
                 raise
             raise inner from inner.__cause__
         finally:
             spawned.close()
+        # A cancellation that came while the kill was shielded wins over our result.
+        await anyio.lowlevel.checkpoint_if_cancelled()
         assert self._status is not None
         exit_code, signal = _decode_status(self._status)
         output = self._buffer.output(
@@ -275,55 +283,65 @@ class ProcessRun:
             raise TimedOut(self._timeout, output)
         return output
 
-    def _exited(self) -> None:
-        # From now on readers take what is buffered, then wait at most the
-        # drain period for the pipes to close.
-        self._exited_at = anyio.current_time()
-        for scope in self._waits:
-            scope.cancel()
-        self._writer_scope.cancel()
+    async def _drain(self) -> None:
+        """After the exit, give the readers `drain_timeout` to reach the end of the pipes.
+
+        A background process may hold the pipes open for as long as it lives;
+        past the drain period the readers are stopped, but only while they
+        wait for data, never while the sink has a chunk.
+        """
+        with anyio.move_on_after(self._drain_timeout):
+            await self._readers_done.wait()
+        self._stopping = True
+        while self._emitting:
+            self._emitted = anyio.Event()
+            await self._emitted.wait()
 
     async def _kill(self) -> None:
-        """Kill the whole tree and reap the child (call shielded)."""
+        """Kill the whole tree and reap the child (call through `run_to_completion`)."""
         spawned = self._spawned
-        await kill_tree(spawned.tag, grace=self._kill_grace, group=spawned.pid)
+        # The group and session ids are pinned only while the leader is unreaped:
+        # after that an unrelated process may get the same number.
+        group = spawned.pid if self._status is None else None
+        await kill_tree(spawned.tag, grace=self._kill_grace, group=group)
         if self._status is None:
             self._status = await wait_exit(spawned)
 
     async def _read(self, fd: int, kind: Callable[[bytes], Chunk]) -> None:
-        buffer = _take_buffer()
-        view = memoryview(buffer)
+        buffer: bytearray | None = None
+        view: memoryview | None = None
         try:
-            while True:
+            while not self._stopping:
                 try:
-                    size = os.readv(fd, (buffer,))
+                    if view is None:
+                        # Small reads allocate only what arrives, so a thousand
+                        # quiet commands cost no more than their output...
+                        data = os.read(fd, _SMALL_READ)
+                        if len(data) == _SMALL_READ:
+                            # ...and a flood switches to one large reused buffer.
+                            buffer = _take_buffer()
+                            view = memoryview(buffer)
+                    else:
+                        data = bytes(view[: os.readv(fd, (view,))])
                 except BlockingIOError:
-                    if await self._wait_readable(fd):
-                        continue
-                    return
-                if not size:
-                    return
-                await self._emit(kind(bytes(view[:size])))
-        finally:
-            view.release()
-            _give_buffer(buffer)
-
-    async def _wait_readable(self, fd: int) -> bool:
-        """Wait for data; False once the drain period after the exit is over."""
-        if self._exited_at is None:
-            with anyio.CancelScope() as scope:
-                self._waits.add(scope)
-                try:
                     await anyio.wait_readable(fd)
+                    continue
+                if not data:
+                    return
+                self._emitting += 1
+                try:
+                    await self._emit(kind(data))
                 finally:
-                    self._waits.discard(scope)
-            return True
-        remaining = self._exited_at + self._drain_timeout - anyio.current_time()
-        if remaining <= 0:
-            return False
-        with anyio.move_on_after(remaining) as scope:
-            await anyio.wait_readable(fd)
-        return not scope.cancelled_caught
+                    self._emitting -= 1
+                    if not self._emitting and self._emitted is not None:
+                        self._emitted.set()
+        finally:
+            if view is not None and buffer is not None:
+                view.release()
+                _give_buffer(buffer)
+            self._readers -= 1
+            if not self._readers:
+                self._readers_done.set()
 
     async def _emit(self, chunk: Chunk) -> None:
         self._buffer.append(chunk)
@@ -341,20 +359,51 @@ class ProcessRun:
     async def _write_stdin(self, fd: int) -> None:
         data = memoryview(self._stdin or b"")
         try:
-            with self._writer_scope:
-                while data:
-                    try:
-                        written = os.write(fd, data[: 1 << 16])
-                    except BlockingIOError:
-                        await anyio.wait_writable(fd)
-                        continue
-                    except BrokenPipeError:
-                        # The command stopped reading; what it did not take is its choice.
-                        return
-                    data = data[written:]
+            while data:
+                try:
+                    written = os.write(fd, data[: 1 << 16])
+                except BlockingIOError:
+                    await anyio.wait_writable(fd)
+                    continue
+                except BrokenPipeError:
+                    # The command stopped reading; what it did not take is its choice.
+                    return
+                data = data[written:]
         finally:
             os.close(fd)
             self._spawned.stdin = None
+
+
+async def run_to_completion(cleanup: Callable[[], Awaitable[None]]) -> None:
+    """Run `cleanup` to its end whatever cancels the caller, then let the cancellation on.
+
+    An anyio shield holds off anyio's cancellation; on asyncio it does not hold
+    off a native `Task.cancel()` (`asyncio.wait_for`, `TaskGroup`), so there
+    the cleanup runs in a task of its own and is awaited through
+    `asyncio.shield` until it is done.
+    """
+    with anyio.CancelScope(shield=True):
+        if sniffio.current_async_library() != "asyncio":
+            await cleanup()
+            return
+        import asyncio
+
+        async def wrapped() -> None:
+            await cleanup()
+
+        task = asyncio.ensure_future(wrapped())
+        cancelled = False
+        while True:
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.done():
+                    raise
+                cancelled = True
+                continue
+            break
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def _unwrap(exc: BaseException) -> BaseException:

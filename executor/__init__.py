@@ -22,11 +22,12 @@ from executor._errors import (
 )
 from executor._local import LocalExecutor
 from executor._output import Chunk, CommandOutput, Stderr, Stdout
-from executor._wrappers import ReadOnly, ScopedExecutor, WrappedExecutor
+from executor._wrappers import CheckedExecutor, ReadOnly, ScopedExecutor, WrappedExecutor
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CheckedExecutor",
     "Chunk",
     "Command",
     "CommandError",

@@ -6,7 +6,7 @@ import abc
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Self, TypeAlias
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, Self, TypeAlias, TypeVar
 
 import attrs
 
@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from executor._wrappers import ReadOnly, ScopedExecutor
 
 __all__ = ["LoadedFile", "Sink", "ToolExecutor", "call_sink"]
+
+P = ParamSpec("P")
+W = TypeVar("W", bound="ToolExecutor")
 
 Sink: TypeAlias = Callable[[Chunk], Awaitable[None] | None]
 """Called with each chunk as it is read: a plain function, or an async one that is awaited."""
@@ -111,6 +114,21 @@ class ToolExecutor(abc.ABC):
         from executor._wrappers import ReadOnly
 
         return ReadOnly(self)
+
+    def with_policy(
+        self,
+        policy: Callable[Concatenate[ToolExecutor, P], W],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> W:
+        """Wrap this executor in `policy(self, *args, **kwargs)`; chains read left to right.
+
+        ```python
+        ex = LocalExecutor(repo).with_policy(CommandRules, deny=["git push"]).scoped("src")
+        ```
+        """
+        return policy(self, *args, **kwargs)
 
     async def aclose(self) -> None:  # noqa: B027 (most executors hold nothing)
         """Release what the executor holds and end every process it started."""

@@ -36,7 +36,19 @@ Timeout: TypeAlias = float | int | datetime.timedelta | None
 def _no_nul(value: str, what: str) -> str:
     if "\0" in value:
         raise InvalidArgument(value, f"{what} must not contain a NUL byte")
+    try:
+        # What the OS will be handed: UTF-8, or bytes a listing decoded with surrogateescape.
+        os.fsencode(value)
+    except UnicodeEncodeError:
+        raise InvalidArgument(value, f"{what} must be valid Unicode (a lone surrogate)") from None
     return value
+
+
+def _encode(value: str, what: str) -> bytes:
+    try:
+        return value.encode()
+    except UnicodeEncodeError:
+        raise InvalidArgument(value, f"{what} must be valid Unicode (a lone surrogate)") from None
 
 
 def _path(value: StrPath) -> str:
@@ -104,7 +116,7 @@ def _env(value: Mapping[str, str] | Env) -> Env:
 
 def _stdin(value: bytes | str | None) -> bytes | None:
     if isinstance(value, str):
-        return value.encode()
+        return _encode(value, "stdin")
     if value is None or isinstance(value, bytes):
         return value
     return bytes(value)
@@ -190,7 +202,7 @@ def _argv(value: Iterable[str]) -> tuple[str, ...]:
 
 def _content(value: str | bytes) -> bytes:
     if isinstance(value, str):
-        return value.encode()
+        return _encode(value, "file content")
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value)
     raise TypeError(f"file content must be str or bytes, got {type(value).__name__}")

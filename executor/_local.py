@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
+import math
 import os
 import signal
 import stat
@@ -19,7 +20,7 @@ import attrs
 from executor._base import LoadedFile, Sink, ToolExecutor, call_sink
 from executor._commands import Command, Env, Exec, ReadFile, Shell, StrPath, WriteFile
 from executor._commands import _timeout as _timeout_seconds
-from executor._errors import ExecutorError, NonZeroExit, TimedOut
+from executor._errors import CommandError, ExecutorError, NonZeroExit, TimedOut
 from executor._files import normalise_extensions, stream_text_files
 from executor._output import CommandOutput, OutputBuffer, Stderr, Stdout
 from executor._process import ProcessRun, kill_tree, spawn
@@ -29,6 +30,10 @@ __all__ = ["DEFAULT_OUTPUT_LIMIT", "LocalExecutor"]
 DEFAULT_OUTPUT_LIMIT = 32 << 20
 """Bytes of output a command keeps in memory unless told otherwise: a guard against floods."""
 
+# Errors that say the machine is out of something, not that the command is wrong.
+_RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM})
+# read_file reads this much per step.
+_FILE_BLOCK = 1 << 20
 # Exit codes for a program that could not be started, as POSIX shells report them.
 _NOT_FOUND = 127
 _NOT_EXECUTABLE = 126
@@ -198,10 +203,13 @@ class LocalExecutor(ToolExecutor):
                 stdin=stdin is not None,
             )
         except OSError as error:
-            if error.filename == cwd == self.workdir:
+            if error.errno in _RESOURCE_ERRORS:
+                raise ExecutorError(f"cannot start a process: {error.strerror}") from error
+            cwd_failed = not os.path.isdir(cwd)  # noqa: ASYNC240 (one stat, failure path)
+            if cwd_failed and cwd == self.workdir:
                 # The executor's own folder is missing: its fault, not the command's.
                 raise ExecutorError(f"cannot run in {cwd}: {error.strerror}") from error
-            failure = _spawn_failure(error, argv, cwd, started)
+            failure = _spawn_failure(error, argv, cwd if cwd_failed else None, started)
             await _report_failure(sink, failure)
             raise failure from error
         run = ProcessRun(
@@ -215,6 +223,8 @@ class LocalExecutor(ToolExecutor):
         )
         output = await run.run()
         if output.exit_code:
+            if self._closed and output.signal is not None:
+                raise ExecutorError("the executor was closed while the command ran", output)
             raise NonZeroExit(_failure_message(output), output)
         return output
 
@@ -222,27 +232,31 @@ class LocalExecutor(ToolExecutor):
         path = self.resolve(cmd, cmd.path)
         started = anyio.current_time()
         timeout = self._timeout(cmd)
-        data: bytes | None = None
-        try:
-            # A read may block on a slow file system; on timeout the thread is
-            # abandoned, which is harmless for a read.
-            with anyio.move_on_after(timeout if timeout is not None else float("inf")):
-                data = await anyio.to_thread.run_sync(
-                    _read_regular_file, path, abandon_on_cancel=True
-                )
-        except OSError as error:
-            failure = _file_failure(error, cmd.path, started)
-            await _report_failure(sink, failure)
-            raise failure from error
-        if data is None:
-            assert timeout is not None
-            raise TimedOut(timeout, CommandOutput(duration=anyio.current_time() - started))
         buffer = OutputBuffer(self.output_limit)
-        chunk = Stdout(data)
-        buffer.append(chunk)
-        if sink is not None and data:
-            await call_sink(sink, chunk)
-        return buffer.output(exit_code=None, duration=anyio.current_time() - started)
+        try:
+            fd = await anyio.to_thread.run_sync(_open_regular_file, path)
+        except OSError as error:
+            raise await _file_failure(error, cmd.path, started, sink) from error
+        try:
+            # Block by block, each in a worker thread: memory stays within the
+            # output cap, the sink sees every byte, and the timeout is checked
+            # between blocks. A block is never abandoned mid-read, so the fd is
+            # never closed under a thread still reading it.
+            with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
+                while block := await anyio.to_thread.run_sync(os.read, fd, _FILE_BLOCK):
+                    chunk = Stdout(block)
+                    buffer.append(chunk)
+                    if sink is not None:
+                        await call_sink(sink, chunk)
+        except OSError as error:
+            raise await _file_failure(error, cmd.path, started, sink) from error
+        finally:
+            os.close(fd)
+        output = buffer.output(exit_code=None, duration=anyio.current_time() - started)
+        if deadline.cancelled_caught:
+            assert timeout is not None
+            raise TimedOut(timeout, output)
+        return output
 
     async def _write_file(self, cmd: WriteFile, sink: Sink | None) -> CommandOutput:
         # Writes are not abandoned on timeout or cancellation: a write reported
@@ -252,13 +266,11 @@ class LocalExecutor(ToolExecutor):
         try:
             await anyio.to_thread.run_sync(write_atomically, path, cmd.content)
         except OSError as error:
-            failure = _file_failure(error, cmd.path, started)
-            await _report_failure(sink, failure)
-            raise failure from error
+            raise await _file_failure(error, cmd.path, started, sink) from error
         return CommandOutput(duration=anyio.current_time() - started)
 
 
-def _read_regular_file(path: str) -> bytes:
+def _open_regular_file(path: str) -> int:
     # O_NONBLOCK: opening a FIFO must not hang waiting for a writer.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
@@ -268,12 +280,10 @@ def _read_regular_file(path: str) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
         os.set_blocking(fd, True)
-        parts = []
-        while block := os.read(fd, max(info.st_size + 1, 1 << 16)):
-            parts.append(block)
-        return b"".join(parts)
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
 
 
 def _umask() -> int:
@@ -298,10 +308,13 @@ def write_atomically(path: str, content: bytes) -> None:
     A crash at any point leaves the old content or the new, never half a file.
     """
     directory, name = os.path.split(path)
-    os.makedirs(directory, exist_ok=True)
+    if not name or name in (".", ".."):
+        # Checked before any folder is made: a refused write changes nothing.
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     try:
         existing = os.lstat(path)
     except FileNotFoundError:
+        os.makedirs(directory, exist_ok=True)
         mode = 0o666 & ~_umask()
     else:
         if stat.S_ISDIR(existing.st_mode):
@@ -309,7 +322,8 @@ def write_atomically(path: str, content: bytes) -> None:
         mode = (
             stat.S_IMODE(existing.st_mode) if stat.S_ISREG(existing.st_mode) else 0o666 & ~_umask()
         )
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    # A short prefix: the temporary name must fit NAME_MAX when the target's does.
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name[:32]}.", suffix=".tmp")
     try:
         with open(fd, "wb", closefd=True) as file:
             file.write(content)
@@ -323,24 +337,30 @@ def write_atomically(path: str, content: bytes) -> None:
         raise
 
 
-async def _report_failure(sink: Sink | None, failure: NonZeroExit) -> None:
+async def _report_failure(sink: Sink | None, failure: CommandError) -> None:
     # A sink sees every chunk of the output, also the message of a failed start.
     if sink is not None:
         for chunk in failure.output.chunks:
             await call_sink(sink, chunk)
 
 
-def _file_failure(error: OSError, shown: str, started: float) -> NonZeroExit:
+async def _file_failure(
+    error: OSError, shown: str, started: float, sink: Sink | None
+) -> NonZeroExit:
     message = f"{shown}: {error.strerror or error}"
     output = CommandOutput(
         chunks=(Stderr(f"{message}\n".encode()),), duration=anyio.current_time() - started
     )
-    return NonZeroExit(message, output)
+    failure = NonZeroExit(message, output)
+    await _report_failure(sink, failure)
+    return failure
 
 
-def _spawn_failure(error: OSError, argv: Iterable[str], cwd: str, started: float) -> NonZeroExit:
+def _spawn_failure(
+    error: OSError, argv: Iterable[str], cwd: str | None, started: float
+) -> NonZeroExit:
     program = next(iter(argv))
-    if error.filename == cwd:
+    if cwd is not None:
         message = f"cannot run in {cwd}: {error.strerror}"
         code = 1
     elif isinstance(error, FileNotFoundError):

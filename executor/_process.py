@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import inspect
 import math
 import os
 import signal as signals
@@ -120,13 +121,21 @@ def spawn(
 
     """
     env = {**env, TREE_VARIABLE: tag}
-    out_r, out_w = os.pipe2(os.O_CLOEXEC)
-    err_r, err_w = os.pipe2(os.O_CLOEXEC)
-    in_r: int | None = None
-    in_w: int | None = None
-    if stdin:
-        in_r, in_w = os.pipe2(os.O_CLOEXEC)
+    ours: list[int] = []  # our ends, kept on success
+    theirs: list[int] = []  # the child's ends, closed once it has them
     try:
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        ours.append(out_r)
+        theirs.append(out_w)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        ours.append(err_r)
+        theirs.append(err_w)
+        in_r: int | None = None
+        in_w: int | None = None
+        if stdin:
+            in_r, in_w = os.pipe2(os.O_CLOEXEC)
+            ours.append(in_w)
+            theirs.append(in_r)
         process = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL if in_r is None else in_r,
@@ -138,17 +147,14 @@ def spawn(
             close_fds=True,
         )
     except BaseException:
-        for fd in (out_r, err_r, in_w):
-            if fd is not None:
-                os.close(fd)
+        for fd in ours:
+            os.close(fd)
         raise
     finally:
-        for fd in (out_w, err_w, in_r):
-            if fd is not None:
-                os.close(fd)
-    for fd in (out_r, err_r, in_w):
-        if fd is not None:
-            os.set_blocking(fd, False)
+        for fd in theirs:
+            os.close(fd)
+    for fd in ours:
+        os.set_blocking(fd, False)
     if _enlarge_pipes:
         for fd in (out_r, err_r):
             with contextlib.suppress(OSError):
@@ -261,7 +267,7 @@ class ProcessRun:
                 if self._status is None:
                     timed_out = True
                     await run_to_completion(self._kill)
-                await self._drain()
+                await self._drain(timed_out=timed_out)
                 tasks.cancel_scope.cancel()
         except BaseException as exc:
             await run_to_completion(self._kill)
@@ -283,7 +289,7 @@ class ProcessRun:
             raise TimedOut(self._timeout, output)
         return output
 
-    async def _drain(self) -> None:
+    async def _drain(self, *, timed_out: bool) -> None:
         """After the exit, give the readers `drain_timeout` to reach the end of the pipes.
 
         A background process may hold the pipes open for as long as it lives;
@@ -293,9 +299,12 @@ class ProcessRun:
         with anyio.move_on_after(self._drain_timeout):
             await self._readers_done.wait()
         self._stopping = True
-        while self._emitting:
-            self._emitted = anyio.Event()
-            await self._emitted.wait()
+        # After a normal exit a busy sink is the caller's own backpressure and
+        # is waited for; after a timeout it gets one more drain period.
+        with anyio.move_on_after(self._drain_timeout if timed_out else math.inf):
+            while self._emitting:
+                self._emitted = anyio.Event()
+                await self._emitted.wait()
 
     async def _kill(self) -> None:
         """Kill the whole tree and reap the child (call through `run_to_completion`)."""
@@ -310,8 +319,13 @@ class ProcessRun:
     async def _read(self, fd: int, kind: Callable[[bytes], Chunk]) -> None:
         buffer: bytearray | None = None
         view: memoryview | None = None
+        # Past the drain period a reader still takes what the pipe holds, so a
+        # slow sink never costs the command's last words; a background child
+        # that keeps writing gets one more drain period and one pipe's worth.
+        allowance = _PIPE_SIZE
+        last_call: float | None = None
         try:
-            while not self._stopping:
+            while allowance > 0:
                 try:
                     if view is None:
                         # Small reads allocate only what arrives, so a thousand
@@ -324,10 +338,19 @@ class ProcessRun:
                     else:
                         data = bytes(view[: os.readv(fd, (view,))])
                 except BlockingIOError:
+                    if self._stopping:
+                        return
                     await anyio.wait_readable(fd)
                     continue
                 if not data:
                     return
+                if self._stopping:
+                    allowance -= len(data)
+                    now = anyio.current_time()
+                    if last_call is None:
+                        last_call = now + self._drain_timeout
+                    elif now > last_call:
+                        return
                 self._emitting += 1
                 try:
                     await self._emit(kind(data))
@@ -348,7 +371,7 @@ class ProcessRun:
         if self._sink is None:
             return
         result = self._sink(chunk)
-        if result is not None:
+        if inspect.isawaitable(result):
             # Two readers feed one sink: the lock (FIFO) keeps an async sink's
             # calls in the order the chunks were read.
             if self._sink_lock is None:
@@ -407,8 +430,9 @@ async def run_to_completion(cleanup: Callable[[], Awaitable[None]]) -> None:
 
 
 def _unwrap(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
+    # One level: the group our task group made. A sink's own group stays whole.
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return exc.exceptions[0]
     return exc
 
 

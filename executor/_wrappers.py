@@ -11,7 +11,7 @@ from executor._commands import Command, Exec, ReadFile, Shell, StrPath, WriteFil
 from executor._errors import PolicyDenied
 from executor._output import CommandOutput
 
-__all__ = ["ReadOnly", "ScopedExecutor", "WrappedExecutor"]
+__all__ = ["CheckedExecutor", "ReadOnly", "ScopedExecutor", "WrappedExecutor"]
 
 
 class WrappedExecutor(ToolExecutor):
@@ -52,7 +52,29 @@ class WrappedExecutor(ToolExecutor):
         await self.inner.aclose()
 
 
-class ScopedExecutor(WrappedExecutor):
+class CheckedExecutor(WrappedExecutor):
+    """A wrapper that looks at each command before the inner executor runs it.
+
+    Subclasses override `check`, which returns the command to run (the same,
+    or a changed copy) or raises `PolicyDenied`; `exec_cmd` and
+    `exec_cmd_streaming` both go through it, so a policy cannot be bypassed by
+    streaming.
+    """
+
+    async def check(self, cmd: Command) -> Command:
+        """Return the command to run in place of `cmd`, or raise `PolicyDenied`."""
+        return cmd
+
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Check `cmd`, then run it on the inner executor."""
+        return await self.inner.exec_cmd(await self.check(cmd))
+
+    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
+        """Check `cmd`, then run it on the inner executor, streaming to `sink`."""
+        return await self.inner.exec_cmd_streaming(await self.check(cmd), sink)
+
+
+class ScopedExecutor(CheckedExecutor):
     """Runs commands in a folder of the inner executor's working directory.
 
     A command without `current_dir` runs in `scope`; a relative one joins onto
@@ -68,19 +90,11 @@ class ScopedExecutor(WrappedExecutor):
     def __repr__(self) -> str:
         return f"ScopedExecutor({self.inner!r}, {self.scope!r})"
 
-    def scope_command(self, cmd: Command) -> Command:
+    async def check(self, cmd: Command) -> Command:
         """Return `cmd` with its `current_dir` placed in the scope."""
         if cmd.current_dir is None:
             return cmd.with_current_dir(self.scope)
         return cmd.with_current_dir(os.path.join(self.scope, cmd.current_dir))
-
-    async def exec_cmd(self, cmd: Command) -> CommandOutput:
-        """Run `cmd` in the scope."""
-        return await self.inner.exec_cmd(self.scope_command(cmd))
-
-    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
-        """Run `cmd` in the scope, streaming to `sink`."""
-        return await self.inner.exec_cmd_streaming(self.scope_command(cmd), sink)
 
     async def stream_files(
         self, path: StrPath, extensions: Iterable[str] | None = None
@@ -101,7 +115,7 @@ def _relative_to(path: str, scope: str) -> str:
     return posixpath.relpath(path, scope)
 
 
-class ReadOnly(WrappedExecutor):
+class ReadOnly(CheckedExecutor):
     """Refuses every command that could write, with `PolicyDenied`.
 
     `ReadFile` runs. `WriteFile` is refused. Shell and argv commands are
@@ -110,27 +124,17 @@ class ReadOnly(WrappedExecutor):
     refused: it fails closed.
     """
 
-    def check(self, cmd: Command) -> None:
-        """Raise `PolicyDenied` if `cmd` could write."""
+    async def check(self, cmd: Command) -> Command:
+        """Return `cmd` if it cannot write; raise `PolicyDenied` if it could."""
         if isinstance(cmd, ReadFile):
-            return
+            return cmd
         if isinstance(cmd, WriteFile):
             raise PolicyDenied(f"this executor is read-only: it does not write files ({cmd.path})")
         if isinstance(cmd, Shell | Exec):
             if self.inner.enforces_read_only:
-                return
+                return cmd
             raise PolicyDenied(
                 "this executor is read-only and cannot stop a shell or program from "
                 "writing, so it runs none; read files with read_file instead"
             )
         raise PolicyDenied(f"this executor is read-only and does not run {type(cmd).__name__}")
-
-    async def exec_cmd(self, cmd: Command) -> CommandOutput:
-        """Run `cmd` if it cannot write."""
-        self.check(cmd)
-        return await self.inner.exec_cmd(cmd)
-
-    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
-        """Run `cmd`, streaming to `sink`, if it cannot write."""
-        self.check(cmd)
-        return await self.inner.exec_cmd_streaming(cmd, sink)

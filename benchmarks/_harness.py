@@ -1,0 +1,196 @@
+"""Shared plumbing for the benchmark scripts: statistics, tables, fresh-process workers.
+
+Not a benchmark itself (`run_all.py` only runs `bench_*.py`). Each script puts
+its own folder first on `sys.path` when run as `python benchmarks/bench_X.py`,
+so `import _harness` finds this file.
+
+Fresh processes matter for memory figures: `ru_maxrss` is a high-water mark
+over a process's whole life, so each side that reports peak RSS runs alone in
+a new interpreter that has imported and started the same modules as every
+other side (`preload`), and reports its peak minus the RSS it had just before
+the measured work started.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import psutil
+
+__all__ = [
+    "MIB",
+    "Stats",
+    "cpu_seconds",
+    "current_rss",
+    "fmt_ms",
+    "fmt_ratio",
+    "peak_rss",
+    "percentile",
+    "preload",
+    "print_table",
+    "run_worker",
+    "verdict",
+    "worker_result",
+]
+
+MIB = 1 << 20
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The `q`-th percentile (0..100) of `values`, linear between closest ranks."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = math.ceil(position)
+    if low == high:
+        return ordered[low]
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+class Stats:
+    """Median, p99 and friends of one sample of durations (seconds)."""
+
+    def __init__(self, values: Iterable[float]) -> None:
+        self.values = list(values)
+
+    @property
+    def median(self) -> float:
+        """The median."""
+        return statistics.median(self.values) if self.values else math.nan
+
+    @property
+    def p99(self) -> float:
+        """The 99th percentile."""
+        return percentile(self.values, 99)
+
+    @property
+    def maximum(self) -> float:
+        """The largest value."""
+        return max(self.values) if self.values else math.nan
+
+    @property
+    def minimum(self) -> float:
+        """The smallest value."""
+        return min(self.values) if self.values else math.nan
+
+
+def fmt_ms(seconds: float, digits: int = 3) -> str:
+    """Seconds as milliseconds, for a table cell."""
+    return f"{seconds * 1000:.{digits}f}"
+
+
+def fmt_ratio(ours: float, theirs: float) -> str:
+    """`ours / theirs` as `1.23x`, or `-` when undefined."""
+    if not theirs or math.isnan(ours) or math.isnan(theirs):
+        return "-"
+    return f"{ours / theirs:.2f}x"
+
+
+def verdict(met: bool) -> str:
+    """How a target reads in a table."""
+    return "MET" if met else "MISSED"
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """Print a plain aligned table (first column left-aligned, the rest right)."""
+    cells = [[str(cell) for cell in row] for row in rows]
+    widths = [len(header) for header in headers]
+    for row in cells:
+        for index, cell in enumerate(row):
+            widths[index] = max(widths[index], len(cell))
+
+    def line(row: Sequence[str]) -> str:
+        parts = [
+            cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)
+        ]
+        return "  ".join(parts).rstrip()
+
+    print(line(headers))
+    print("  ".join("-" * width for width in widths))
+    for row in cells:
+        print(line(row))
+
+
+def current_rss() -> int:
+    """This process's resident set size now, in bytes."""
+    return int(psutil.Process().memory_info().rss)
+
+
+def peak_rss() -> int:
+    """This process's peak resident set size so far, in bytes (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def preload() -> None:
+    """Import and start up everything any side uses, so no side pays imports inside its figure.
+
+    anyio loads its backend modules at the first `anyio.run`; loading them here,
+    and running each event loop once, keeps that one-off cost (about 1 MiB)
+    out of the memory measured for whichever side happens to use anyio.
+    """
+    import asyncio
+    import asyncio.subprocess
+
+    import anyio
+    import trio
+
+    import executor
+
+    async def nothing() -> None:
+        pass
+
+    asyncio.run(nothing())
+    anyio.run(nothing, backend="asyncio")
+    anyio.run(nothing, backend="trio")
+    assert trio
+    assert executor
+    # The garbage of all that importing must not be collected inside a figure.
+    gc.collect()
+
+
+def cpu_seconds() -> float:
+    """User plus system CPU time this process (all its threads) has used so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def worker_result(result: dict[str, Any]) -> None:
+    """Hand a worker's result to the parent: one JSON line on stdout."""
+    sys.stdout.write("RESULT " + json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+def run_worker(script: str, args: Sequence[str], *, timeout: float = 300) -> dict[str, Any]:
+    """Run `script --worker ARGS...` in a fresh interpreter and return its result.
+
+    Raises:
+        RuntimeError: The worker failed or printed no result.
+    """
+    completed = subprocess.run(
+        [sys.executable, script, "--worker", *args],
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(
+            f"worker {args} failed ({completed.returncode}):\n"
+            + completed.stderr.decode(errors="replace")
+        )
+    for raw in reversed(completed.stdout.decode().splitlines()):
+        if raw.startswith("RESULT "):
+            result: dict[str, Any] = json.loads(raw[len("RESULT ") :])
+            return result
+    raise RuntimeError(f"worker {args} printed no result")

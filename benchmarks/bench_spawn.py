@@ -1,0 +1,152 @@
+"""Figure 1: sequential spawn latency of `true`, ours against raw asyncio and anyio.
+
+What is measured: the wall time of one whole command, start to reaped exit
+with both output pipes read to the end, for `sh -c true` run back to back
+(500 per side by default). That is the fixed cost every agent tool call pays,
+so it bounds how chatty an agent can be.
+
+Sides, all in this one process, in rounds whose order rotates so that the
+machine's noise (2 shared cores) falls on every side alike:
+
+- `asyncio raw`: `asyncio.create_subprocess_shell` with pipes, then
+  `communicate()`, as a typical user writes it;
+- `anyio.run_process`: on the asyncio backend;
+- `ours`: `LocalExecutor.exec_cmd(Command.shell("true"))`, on asyncio and trio.
+
+Target: ours (asyncio) median per command <= 1.25x raw asyncio's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import _harness as h
+import anyio
+
+from executor import Command, LocalExecutor
+
+TARGET = 1.25
+Batch = Callable[[str, int], list[float]]
+
+
+def _asyncio_raw(workdir: str, count: int) -> list[float]:
+    async def main() -> list[float]:
+        times = []
+        for _ in range(count):
+            started = time.perf_counter()
+            process = await asyncio.create_subprocess_shell(
+                "true", stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=workdir
+            )
+            await process.communicate()
+            times.append(time.perf_counter() - started)
+        return times
+
+    return asyncio.run(main())
+
+
+def _anyio_run_process(backend: str) -> Batch:
+    def batch(workdir: str, count: int) -> list[float]:
+        async def main() -> list[float]:
+            times = []
+            for _ in range(count):
+                started = time.perf_counter()
+                await anyio.run_process("true", cwd=workdir)
+                times.append(time.perf_counter() - started)
+            return times
+
+        return anyio.run(main, backend=backend)
+
+    return batch
+
+
+def _ours(backend: str) -> Batch:
+    def batch(workdir: str, count: int) -> list[float]:
+        async def main() -> list[float]:
+            times = []
+            command = Command.shell("true")
+            async with LocalExecutor(workdir) as ex:
+                for _ in range(count):
+                    started = time.perf_counter()
+                    await ex.exec_cmd(command)
+                    times.append(time.perf_counter() - started)
+            return times
+
+        return anyio.run(main, backend=backend)
+
+    return batch
+
+
+SIDES: dict[str, Batch] = {
+    "asyncio raw": _asyncio_raw,
+    "anyio.run_process (asyncio)": _anyio_run_process("asyncio"),
+    "ours (asyncio)": _ours("asyncio"),
+    "ours (trio)": _ours("trio"),
+}
+BASELINE = "asyncio raw"
+ANYIO = "anyio.run_process (asyncio)"
+
+
+def measure(count: int, rounds: int, warmup: int) -> dict[str, h.Stats]:
+    names = list(SIDES)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    per_round = max(1, count // rounds)
+    with tempfile.TemporaryDirectory(prefix="bench-spawn-") as workdir:
+        for name in names:
+            SIDES[name](workdir, warmup)
+        for index in range(rounds):
+            shift = index % len(names)
+            for name in names[shift:] + names[:shift]:
+                samples[name].extend(SIDES[name](workdir, per_round))
+    return {name: h.Stats(values) for name, values in samples.items()}
+
+
+def report(stats: dict[str, h.Stats]) -> bool:
+    base = stats[BASELINE]
+    anyio_stats = stats[ANYIO]
+    rows = []
+    for name, s in stats.items():
+        rows.append(
+            [
+                name,
+                len(s.values),
+                h.fmt_ms(s.median),
+                h.fmt_ms(s.p99),
+                h.fmt_ratio(s.median, base.median),
+                h.fmt_ratio(s.p99, base.p99),
+                h.fmt_ratio(s.median, anyio_stats.median),
+            ]
+        )
+    print("Figure 1: sequential spawn latency of `sh -c true` (ms per command)")
+    h.print_table(
+        ["side", "n", "median", "p99", "med/raw", "p99/raw", "med/anyio"],
+        rows,
+    )
+    ratio = stats["ours (asyncio)"].median / base.median
+    met = ratio <= TARGET
+    print(
+        f"target: ours (asyncio) median <= {TARGET}x raw asyncio: {ratio:.2f}x -> {h.verdict(met)}"
+    )
+    return met
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="a few commands, as a smoke check")
+    parser.add_argument("--count", type=int, help="commands per side (default 500)")
+    args = parser.parse_args(argv)
+    count = args.count or (24 if args.quick else 500)
+    rounds = 4 if args.quick else 10
+    warmup = 2 if args.quick else 10
+    h.preload()
+    report(measure(count, rounds, warmup))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

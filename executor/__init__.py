@@ -22,16 +22,36 @@ from executor._errors import (
 )
 from executor._local import LocalExecutor
 from executor._output import Chunk, CommandOutput, Stderr, Stdout
+from executor._policies import (
+    Approval,
+    ApprovalRequest,
+    Approver,
+    Audit,
+    AuditEvent,
+    AuditRecord,
+    Secrets,
+    Verdict,
+    describe,
+)
+from executor._tools import AgentContext, DefaultContext, Tool, ToolOutput, tool
 from executor._wrappers import CheckedExecutor, ReadOnly, ScopedExecutor, WrappedExecutor
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentContext",
+    "Approval",
+    "ApprovalRequest",
+    "Approver",
+    "Audit",
+    "AuditEvent",
+    "AuditRecord",
     "CheckedExecutor",
     "Chunk",
     "Command",
     "CommandError",
     "CommandOutput",
+    "DefaultContext",
     "Exec",
     "ExecutorError",
     "InvalidArgument",
@@ -42,14 +62,20 @@ __all__ = [
     "ReadFile",
     "ReadOnly",
     "ScopedExecutor",
+    "Secrets",
     "Shell",
     "Sink",
     "Stderr",
     "Stdout",
     "StrPath",
     "TimedOut",
+    "Tool",
     "ToolExecutor",
+    "ToolOutput",
+    "Verdict",
     "WorkspacePath",
     "WrappedExecutor",
     "WriteFile",
+    "describe",
+    "tool",
 ]

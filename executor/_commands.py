@@ -10,6 +10,7 @@ does not know passes it on or refuses it.
 from __future__ import annotations
 
 import datetime
+import fnmatch
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Self, TypeAlias
@@ -114,6 +115,14 @@ def _env(value: Mapping[str, str] | Env) -> Env:
     return value if isinstance(value, Env) else Env(value)
 
 
+def _names(value: Iterable[str]) -> tuple[str, ...]:
+    names = (value,) if isinstance(value, str) else tuple(value)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(name, "a variable name or pattern must be a non-empty string")
+    return names
+
+
 def _stdin(value: bytes | str | None) -> bytes | None:
     if isinstance(value, str):
         return _encode(value, "stdin")
@@ -132,6 +141,10 @@ class Command:
         timeout: Seconds before the command is killed; `None` leaves it to the
             executor's default. A command's own timeout wins, also when longer.
         env: Variables set for this command, over the executor's environment.
+        env_remove: Variables removed from the executor's environment before
+            `env` is applied: names, or patterns with `*` and `?` matched
+            without regard to case (`*TOKEN*`).
+        env_keep: Names that `env_remove` patterns leave alone.
         stdin: Bytes written to the command's standard input; `None` gives it
             an empty one, so nothing ever waits on a terminal.
 
@@ -140,6 +153,8 @@ class Command:
     current_dir: str | None = attrs.field(default=None, converter=_optional_path)
     timeout: float | None = attrs.field(default=None, converter=_timeout)
     env: Env = attrs.field(factory=Env, converter=_env)
+    env_remove: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    env_keep: tuple[str, ...] = attrs.field(default=(), converter=_names)
     stdin: bytes | None = attrs.field(default=None, converter=_stdin)
 
     @staticmethod
@@ -173,6 +188,28 @@ class Command:
     def with_env(self, env: Mapping[str, str]) -> Self:
         """Return a copy with these variables added to its own environment."""
         return attrs.evolve(self, env=Env({**self.env, **env}))
+
+    def with_env_removed(self, *patterns: str, keep: Iterable[str] = ()) -> Self:
+        """Return a copy that removes these variables (names or `*` patterns) except `keep`."""
+        return attrs.evolve(
+            self,
+            env_remove=(*self.env_remove, *patterns),
+            env_keep=(*self.env_keep, *keep),
+        )
+
+    def environment_over(self, base: Mapping[str, str]) -> dict[str, str]:
+        """Apply this command's `env_remove`, `env_keep` and `env` to `base`."""
+        env = dict(base)
+        if self.env_remove:
+            keep = set(self.env_keep)
+            patterns = [pattern.upper() for pattern in self.env_remove]
+            for name in list(env):
+                if name not in keep and any(
+                    fnmatch.fnmatchcase(name.upper(), pattern) for pattern in patterns
+                ):
+                    del env[name]
+        env.update(self.env)
+        return env
 
     def with_stdin(self, data: bytes | str | None) -> Self:
         """Return a copy whose standard input is `data` (text is encoded as UTF-8)."""

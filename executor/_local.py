@@ -144,13 +144,17 @@ class LocalExecutor(ToolExecutor):
             await kill_tree(f"{self._id}/", prefix=True, grace=self.kill_grace)
 
     def environment(self, cmd: Command | None = None) -> dict[str, str]:
-        """The environment `cmd` runs with: inherited, cleared, removed, set, then its own."""
+        """The environment `cmd` runs with.
+
+        Inherited, then cleared (`env_clear`), then `env_remove`, then `envs`;
+        then the command's own `env_remove` (less its `env_keep`) and `env`.
+        """
         env = {} if self.env_clear else dict(os.environ)
         for name in self.env_remove:
             env.pop(name, None)
         env.update(self.envs)
         if cmd is not None:
-            env.update(cmd.env)
+            return cmd.environment_over(env)
         return env
 
     def resolve(self, cmd: Command, path: StrPath | None = None) -> str:

@@ -15,22 +15,122 @@ remote host. Requires pytest and anyio's pytest plugin (`executor[test]`).
 
 from __future__ import annotations
 
+import inspect
+import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TypeAlias
 
 import anyio
 import pytest
 
-from executor._base import ToolExecutor
-from executor._commands import Command
+from executor._base import LoadedFile, ToolExecutor
+from executor._commands import Command, ReadFile, StrPath, WriteFile
 from executor._errors import NonZeroExit, TimedOut
 from executor._local import LocalExecutor
-from executor._output import Chunk, Stderr, Stdout
+from executor._output import Chunk, CommandOutput, Stderr, Stdout
 
-__all__ = ["ExecutorContract", "LocalFixtures"]
+__all__ = ["ExecutorContract", "FakeExecutor", "LocalFixtures"]
 
 pytestmark = pytest.mark.anyio
+
+Handler: TypeAlias = Callable[
+    [Command], "Awaitable[CommandOutput | str | bytes | None] | CommandOutput | str | bytes | None"
+]
+
+
+class FakeExecutor(ToolExecutor):
+    """An executor without processes, for testing agents and tools.
+
+    `handler(cmd)` (plain or async) answers each shell or argv command: a
+    `CommandOutput`, or `str`/`bytes` taken as stdout with exit code 0; it may
+    raise a `CommandError` to fail the command. `None`, or no handler, means
+    "not handled": the command fails with exit code 127. File commands work on
+    the in-memory `files` (path to bytes) unless the handler answers them.
+    Every command received is appended to `calls`.
+
+    ```python
+    ex = FakeExecutor(lambda cmd: "3 files", files={"README.md": "# hi"})
+    ```
+    """
+
+    def __init__(
+        self,
+        handler: Handler | None = None,
+        *,
+        files: Mapping[str, str | bytes] | None = None,
+    ) -> None:
+        self.handler = handler
+        self.files: dict[str, bytes] = {
+            _key(path): content.encode() if isinstance(content, str) else content
+            for path, content in (files or {}).items()
+        }
+        self.calls: list[Command] = []
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return "FakeExecutor()"
+
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Answer `cmd` from the handler, or from `files` for file commands."""
+        self.calls.append(cmd)
+        if self.handler is not None:
+            answer = self.handler(cmd)
+            if inspect.isawaitable(answer):
+                answer = await answer
+            if answer is not None:
+                output = _as_output(answer)
+                if output.exit_code:
+                    raise NonZeroExit(f"command exited with code {output.exit_code}", output)
+                return output
+        path = _key(os.path.join(cmd.current_dir or "", getattr(cmd, "path", "")))
+        if isinstance(cmd, ReadFile):
+            if path not in self.files:
+                message = f"{cmd.path}: No such file or directory"
+                raise NonZeroExit(message, CommandOutput(chunks=(Stderr(message.encode()),)))
+            return CommandOutput(chunks=(Stdout(self.files[path]),))
+        if isinstance(cmd, WriteFile):
+            self.files[path] = cmd.content
+            return CommandOutput()
+        message = f"FakeExecutor has no answer for {cmd!r}"
+        raise NonZeroExit(message, CommandOutput(chunks=(Stderr(message.encode()),), exit_code=127))
+
+    async def stream_files(
+        self, path: StrPath, extensions: Iterable[str] | None = None
+    ) -> AsyncIterator[LoadedFile]:
+        """Yield the in-memory files below `path`, with the extensions asked for."""
+        root = _key(os.fspath(path))
+        wanted = {e.lstrip(".") for e in extensions or ()}
+        found = False
+        for name in sorted(self.files):
+            if root not in ("", ".") and not (name == root or name.startswith(f"{root}/")):
+                continue
+            found = True
+            if wanted and name.rpartition(".")[2] not in wanted:
+                continue
+            data = self.files[name]
+            if b"\0" in data:
+                continue
+            yield LoadedFile(name, data.decode("utf-8", "replace"))
+        if not found and root not in ("", "."):
+            raise FileNotFoundError(f"no such folder: {os.fspath(path)}")
+
+    async def aclose(self) -> None:
+        """Mark the executor closed."""
+        self.closed = True
+
+
+def _key(path: str) -> str:
+    normal = os.path.normpath(path)
+    return "" if normal == "." else normal
+
+
+def _as_output(answer: CommandOutput | str | bytes) -> CommandOutput:
+    if isinstance(answer, CommandOutput):
+        return answer
+    data = answer.encode() if isinstance(answer, str) else answer
+    return CommandOutput(chunks=(Stdout(data),), exit_code=0)
 
 
 class LocalFixtures:

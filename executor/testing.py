@@ -27,11 +27,11 @@ import pytest
 
 from executor._base import LoadedFile, ToolExecutor
 from executor._commands import Command, ReadFile, StrPath, WriteFile
-from executor._errors import NonZeroExit, TimedOut
+from executor._errors import NonZeroExit, PolicyDenied, TimedOut
 from executor._local import LocalExecutor
 from executor._output import Chunk, CommandOutput, Stderr, Stdout
 
-__all__ = ["ExecutorContract", "FakeExecutor", "LocalFixtures"]
+__all__ = ["ExecutorContract", "FakeExecutor", "LocalFixtures", "ReadOnlyContract"]
 
 pytestmark = pytest.mark.anyio
 
@@ -411,3 +411,41 @@ class ExecutorContract:
         assert relative.stdout == b"x.md\n"
         assert [f.path async for f in docs.stream_files("api")] == ["api/x.md"]
         assert [f.path async for f in api.stream_files(".")] == ["x.md"]
+
+
+@pytest.mark.anyio
+class ReadOnlyContract:
+    """What every read-only executor promises: reads work, nothing can write.
+
+    Needs two fixtures: `executor`, the read-only executor, and `writer`, an
+    executor on the same working directory that may write, to set up files.
+    An executor whose `enforces_read_only` is true (a sandbox) must also run
+    shell commands, and they must not write; one without must refuse them.
+    """
+
+    async def test_reads_work(self, executor: ToolExecutor, writer: ToolExecutor) -> None:
+        """read_file and stream_files work through a read-only executor."""
+        await writer.exec_cmd(Command.write_file("docs/a.md", "# a\n"))
+        assert (await executor.exec_cmd(Command.read_file("docs/a.md"))).stdout == b"# a\n"
+        assert [f.path async for f in executor.stream_files("docs")] == ["docs/a.md"]
+
+    async def test_write_file_is_refused(
+        self, executor: ToolExecutor, writer: ToolExecutor
+    ) -> None:
+        """write_file is refused with PolicyDenied, and the file is untouched."""
+        await writer.exec_cmd(Command.write_file("notes.md", "original"))
+        for run in (executor.exec_cmd, lambda cmd: executor.exec_cmd_streaming(cmd, print)):
+            with pytest.raises(PolicyDenied):
+                await run(Command.write_file("notes.md", "changed"))
+        assert (await writer.exec_cmd(Command.read_file("notes.md"))).stdout == b"original"
+
+    async def test_shell_cannot_write(self, executor: ToolExecutor, writer: ToolExecutor) -> None:
+        """`echo hi > notes.md` is refused, or fails where a sandbox runs it; nothing is written."""
+        for cmd in (
+            Command.shell("echo hi > notes.md"),
+            Command.exec(["sh", "-c", "echo hi > notes.md"]),
+        ):
+            with pytest.raises(PolicyDenied if not executor.enforces_read_only else NonZeroExit):
+                await executor.exec_cmd(cmd)
+        with pytest.raises(NonZeroExit):
+            await writer.exec_cmd(Command.read_file("notes.md"))

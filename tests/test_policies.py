@@ -22,7 +22,7 @@ from executor._policies import (
     Verdict,
     describe,
 )
-from executor.testing import ExecutorContract, FakeExecutor
+from executor.testing import ExecutorContract, FakeExecutor, ReadOnlyContract
 
 pytestmark = pytest.mark.anyio
 
@@ -357,3 +357,19 @@ async def test_fake_executor() -> None:
     async with fake.scoped("src") as scoped:
         assert (await scoped.exec_cmd(Command.read_file("a.py"))).stdout == b"print(1)\n"
     assert fake.closed
+
+
+class TestReadOnlyContract(ReadOnlyContract):
+    """ReadOnly over a LocalExecutor keeps the read-only contract."""
+
+    @pytest.fixture
+    async def writer(self, tmp_path: Path) -> AsyncIterator[ToolExecutor]:
+        """A LocalExecutor that may write, to set up files."""
+        async with LocalExecutor(tmp_path) as executor:
+            yield executor
+
+    @pytest.fixture
+    async def executor(self, tmp_path: Path) -> AsyncIterator[ToolExecutor]:
+        """ReadOnly over a LocalExecutor on the same folder."""
+        async with LocalExecutor(tmp_path).read_only() as executor:
+            yield executor

@@ -1,0 +1,722 @@
+"""The file walker behind `ToolExecutor.stream_files`: ripgrep's listing, then a read.
+
+What is listed is what `rg --files` lists with its defaults:
+
+- `.ignore` files always count; `.gitignore` files and `.git/info/exclude`
+  only inside a git repository (a `.git` in the walked folder or above).
+  Ignore files above the walked folder count too, `.gitignore` ones only up
+  to the repository's top.
+- For each entry, each kind of ignore file is asked from the deepest folder
+  up, and the first one with a matching pattern (ignoring or `!`re-including)
+  decides for its kind; `.ignore` beats `.gitignore`, which beats
+  `.git/info/exclude`. Within one file the last matching pattern wins.
+- Hidden entries (names starting with `.`) are skipped unless a `!` pattern
+  re-includes them, as in ripgrep; `.git` is skipped always. Symlinks and
+  non-regular files are skipped. An ignored folder is not entered, so
+  nothing below it can come back.
+
+Then each regular file is read; one with a NUL byte is binary and skipped, the
+rest is decoded as UTF-8 with invalid bytes replaced. Not implemented from
+ripgrep: `.rgignore`, git's global excludes file (`core.excludesFile`), and
+UTF-16 transcoding (such files hold NUL bytes, so they count as binary).
+
+Patterns are compiled by `pathspec`'s gitignore pattern class, one line at a
+time, but not matched with `GitIgnoreSpec.match_file`: that answers git's
+question, "is this path or a folder above it ignored?", while a walk asks
+about the entry itself. The folders above were already decided, and may have
+been re-included by a deeper or stronger ignore file, in which case an entry
+below must not be ignored again through them. So each pathspec regex is
+rewritten to match the whole path only (see `_compile`).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import operator
+import os
+import re
+import stat
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
+from typing import TypeVar
+
+import anyio.to_thread
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+
+from executor._base import LoadedFile
+from executor._errors import InvalidArgument
+
+__all__ = ["iter_text_files", "normalise_extensions", "stream_text_files"]
+
+_logger = logging.getLogger("executor")
+
+# O_NOFOLLOW: an entry swapped for a symlink after listing is refused, not
+# followed. O_NONBLOCK: a FIFO swapped in after listing opens at once instead
+# of waiting forever for a writer; fstat then shows it is not a regular file.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# Folders are opened, listed and read from through their own descriptor, each
+# relative to its parent's: a folder swapped for a symlink during the walk is
+# refused rather than followed out of the tree, and the kernel resolves one
+# name per open instead of a whole path.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+# Per hop to the worker thread: enough files that hops cost little next to the
+# reading, few enough bytes that a batch never holds much memory.
+_BATCH_FILES = 512
+_BATCH_BYTES = 4 << 20
+
+# The group name pathspec gives the "/" that ends a folder's part of a match:
+# a regex with it matches a path or anything below it; one without it matches
+# everything below a prefix (`foo/**`, `*`).
+_DIR_MARK = "ps_d"
+
+_by_name = operator.attrgetter("name")
+
+_T = TypeVar("_T")
+
+
+def normalise_extensions(extensions: Iterable[str] | None) -> frozenset[str] | None:
+    """Normalise the `extensions` argument of `stream_files`.
+
+    `"py"` and `".py"` both become `"py"`. A single string counts as one
+    extension, not as a sequence of one-letter ones. An extension with an
+    inner dot (`"d.ts"`) keeps files whose names end with it (`x.d.ts`).
+
+    Args:
+        extensions: Extensions with or without their leading dot, or `None`.
+
+    Returns:
+        The extensions without dots, or `None` (keep every file) when
+        `extensions` is `None` or empty.
+
+    Raises:
+        InvalidArgument: An entry is empty, blank, `"."`, or could never match
+            a file name (holds `/` or NUL, or starts or ends with a dot after
+            the leading one is removed).
+
+    """
+    if extensions is None:
+        return None
+    if isinstance(extensions, str):
+        extensions = (extensions,)
+    normalised: set[str] = set()
+    for raw in extensions:
+        if not isinstance(raw, str):
+            raise InvalidArgument(raw, "an extension must be a string")
+        extension = raw.removeprefix(".")
+        if not extension.strip():
+            raise InvalidArgument(raw, "an extension must not be empty")
+        if "/" in extension or "\0" in extension:
+            raise InvalidArgument(raw, "an extension must not contain '/' or NUL")
+        if extension.startswith(".") or extension.endswith(".") or ".." in extension:
+            raise InvalidArgument(raw, "an extension is written as 'py' or '.py'")
+        normalised.add(extension)
+    return frozenset(normalised) or None
+
+
+def iter_text_files(root: str, *, extensions: frozenset[str] | None) -> Iterator[tuple[str, str]]:
+    """Yield every text file below `root`, as `rg --files` lists them, with its content.
+
+    Blocking: run it in a worker thread. Folders are walked depth first, names
+    in sorted order, so the same tree always gives the same sequence. A file
+    or folder that cannot be read is logged as a warning on the `executor`
+    logger and skipped; the walk goes on.
+
+    Args:
+        root: The folder to walk. A symlink here is followed, as ripgrep
+            follows a path it is given. A regular file yields just itself.
+        extensions: From `normalise_extensions`; `None` keeps every file.
+
+    Yields:
+        `(path, content)`: the path relative to `root` with `/` separators
+        (the file's name when `root` is a file), and the text decoded as UTF-8
+        with invalid bytes replaced.
+
+    Raises:
+        FileNotFoundError: `root` does not exist.
+        OSError: `root` itself cannot be examined or listed.
+
+    """
+    return _walk(root, extensions, root, None, _pair)
+
+
+def _pair(path: str, content: str) -> tuple[str, str]:
+    return path, content
+
+
+def _loaded_file(path: str, content: str) -> LoadedFile:
+    # Positional: attrs' keyword call costs twice as much, once per file (and
+    # mypy checks the order against the class).
+    return LoadedFile(path, content)
+
+
+async def stream_text_files(
+    root: str, display_root: str, *, extensions: frozenset[str] | None
+) -> AsyncIterator[LoadedFile]:
+    """Yield the text files below `root` as `LoadedFile`s, read in a worker thread.
+
+    The walk (see `iter_text_files`) runs in batches of files in a worker
+    thread, so the event loop never blocks on the disk and thread hops stay
+    rare. Closing the iterator early closes the walk.
+
+    Args:
+        root: The folder to walk, as the OS should open it.
+        display_root: What `LoadedFile.path` starts with instead: each path is
+            `os.path.join(display_root, relative)`, or `display_root` itself
+            when `root` is a file.
+        extensions: From `normalise_extensions`; `None` keeps every file.
+
+    Yields:
+        One `LoadedFile` per text file, in the order of `iter_text_files`.
+
+    Raises:
+        FileNotFoundError: `root` does not exist; raised before anything is
+            yielded, naming `display_root`.
+        OSError: `root` itself cannot be examined or listed.
+
+    """
+    files = _walk(root, extensions, display_root or ".", display_root, _loaded_file)
+
+    def next_batch() -> list[LoadedFile]:
+        batch: list[LoadedFile] = []
+        size = 0
+        for loaded in files:
+            batch.append(loaded)
+            size += len(loaded.content)
+            if len(batch) >= _BATCH_FILES or size >= _BATCH_BYTES:
+                break
+        return batch
+
+    try:
+        # Not abandoned on cancellation, so the walk is never closed while the
+        # worker thread is still inside it.
+        while batch := await anyio.to_thread.run_sync(next_batch):
+            for loaded in batch:
+                yield loaded
+    finally:
+        files.close()
+
+
+def _walk(
+    root: str,
+    extensions: frozenset[str] | None,
+    shown_root: str,
+    display: str | None,
+    make: Callable[[str, str], _T],
+) -> Generator[_T, None, None]:
+    # `display` None: paths relative to root (`iter_text_files`); otherwise
+    # paths start with it, as `os.path.join(display, relative)` would.
+    # `shown_root` names the root in errors and warnings. Each file is
+    # yielded as `make(path, text)`: built right here, in the worker thread,
+    # it costs no extra object or generator step per file.
+    try:
+        mode = os.stat(root).st_mode
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), shown_root) from exc
+    except OSError as exc:
+        raise type(exc)(exc.errno, exc.strerror, shown_root) from exc
+    if stat.S_ISDIR(mode):
+        try:
+            # The root was named explicitly, so a symlink to it is followed.
+            root_fd = os.open(root, _DIR_FLAGS & ~os.O_NOFOLLOW)
+        except OSError as exc:
+            raise type(exc)(exc.errno, exc.strerror, shown_root) from exc
+        out = "" if not display else display if display.endswith("/") else display + "/"
+        # Warnings name what the caller knows: the displayed path, else the real one.
+        warn = out if display is not None else root if root.endswith("/") else root + "/"
+        yield from _walk_tree(root, root_fd, extensions, out, warn, shown_root, make)
+    elif stat.S_ISREG(mode):
+        name = os.path.basename(os.path.normpath(root))
+        if _wanted(name, extensions):
+            # The root was named explicitly, so a symlink to it is followed.
+            text = _read_text(root, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, shown_root)
+            if text is not None:
+                yield make(name if display is None else display or name, text)
+    # Anything else (FIFO, socket, device) is not a file to read: nothing.
+
+
+def _wanted(name: str, extensions: frozenset[str] | None) -> bool:
+    if extensions is None:
+        return True
+    dot = name.rfind(".")
+    if dot < 0:
+        return False
+    if name[dot + 1 :] in extensions:
+        return True
+    return any(name.endswith("." + extension) for extension in extensions if "." in extension)
+
+
+def _read_text(path: str, flags: int, shown: str) -> str | None:
+    # One file read outside the hot loop (the root file); warns and gives None
+    # on failure, None also for binary and non-regular files.
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        _warn_unreadable(shown, exc)
+        return None
+    try:
+        data = _read_regular(fd)
+    except OSError as exc:
+        _warn_unreadable(shown, exc)
+        return None
+    finally:
+        os.close(fd)
+    if data is None or b"\0" in data:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def _read_regular(fd: int) -> bytes | None:
+    """Read an open file to its end, or give `None` if it is not a regular file."""
+    status = os.fstat(fd)
+    if not stat.S_ISREG(status.st_mode):
+        return None
+    size = status.st_size
+    data = os.read(fd, size + 1)
+    return data if len(data) == size else data + _read_rest(fd, size)
+
+
+def _read_rest(fd: int, size: int) -> bytes:
+    # Reading asks for one byte more than fstat said, so getting exactly that
+    # size back means the end was reached: the usual file costs one read. Here
+    # the file grew or shrank since: read on to its real end.
+    chunks = []
+    while chunk := os.read(fd, max(size, 1 << 16)):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _warn_unreadable(path: str, exc: OSError) -> None:
+    _logger.warning("stream_files skipped %s: %s", path, _describe(exc))
+
+
+def _describe(exc: OSError) -> str:
+    if exc.errno is not None and exc.strerror:
+        return f"{exc.strerror} ({errno.errorcode.get(exc.errno, exc.errno)})"
+    return str(exc)
+
+
+# One ignore file, compiled: runs of patterns of one kind, last run first, each
+# as (whether it ignores, then regexes for: the entry's name, its whole path,
+# and what lies below a prefix), see `_compile`; once for files and once for
+# folders, since folder-only patterns (`build/`) need not be tried on files.
+_Run = tuple[bool, "re.Pattern[str] | None", "re.Pattern[str] | None", "re.Pattern[str] | None"]
+_Runs = tuple[_Run, ...]
+_Compiled = tuple[_Runs, _Runs]
+
+# How pathspec starts a pattern without a slash (`*.log`), which matches a name
+# in any folder: "any folders, then".
+_ANY_FOLDERS = "^(?:.+/)?"
+# How the folder mark ends a pattern once its group is unnamed: "a folder" for
+# `build/`, "this, or a folder" for `build`.
+_FOLDER_ONLY = "(?:/)"
+_MARK_ENDINGS = (_FOLDER_ONLY, "(?:(?:/)|$)")
+
+
+def _compile(patterns: Iterable[GitIgnoreSpecPattern]) -> _Compiled | None:
+    """Compile one ignore file's patterns to decide about an entry itself.
+
+    Consecutive patterns of the same kind (ignoring or `!`re-including) form a
+    run with combined regexes; since the last matching pattern wins, runs are
+    tried from the last one back and the first run that matches decides.
+
+    Each pathspec regex is searched for in a path and matches the path or
+    anything below it. Rewritten to match the whole path: a regex with the
+    folder mark (`(?P<ps_d>/)`, which ends it) must match up to the end of
+    the path, given with a trailing `/` for a folder so that folder-only
+    patterns (`build/`) match folders only; one without it (`foo/**`, `*`)
+    matches everything below its prefix, and is given the path without a `/`
+    so that `foo/**` does not match the folder `foo` itself. The common
+    patterns without a slash (`*.log`, `build/`) only need the entry's name,
+    which spares building its path and scanning every folder of it.
+
+    Returns:
+        The runs for files and the runs for folders, or `None` when there is
+        no pattern at all.
+
+    """
+    runs: list[tuple[bool, list[tuple[bool, str, str]]]] = []
+    for pattern in patterns:
+        if pattern.include is None or pattern.regex is None:
+            continue
+        ignores = pattern.include
+        if not runs or runs[-1][0] != ignores:
+            runs.append((ignores, []))
+        source = pattern.regex.pattern
+        for group in pattern.regex.groupindex:
+            # Named groups would clash once patterns are combined.
+            source = source.replace(f"(?P<{group}>", "(?:")
+        folders_only = source.endswith(_FOLDER_ONLY)
+        if _DIR_MARK not in pattern.regex.groupindex:
+            kind, source = "below", source + ".*" if source.startswith("^") else f".*{source}.*"
+        elif not source.startswith("^"):
+            kind, source = "path", ".*" + source
+        elif source.startswith(_ANY_FOLDERS) and _one_name(source[len(_ANY_FOLDERS) :]):
+            kind, source = "name", "^" + source[len(_ANY_FOLDERS) :]
+        else:
+            kind = "path"
+        runs[-1][1].append((folders_only, kind, source))
+    if not runs:
+        return None
+    return _runs(runs, for_folders=False), _runs(runs, for_folders=True)
+
+
+def _runs(runs: list[tuple[bool, list[tuple[bool, str, str]]]], *, for_folders: bool) -> _Runs:
+    compiled = []
+    for ignores, sources in reversed(runs):
+        kept = [(kind, source) for only, kind, source in sources if for_folders or not only]
+        if kept:
+            compiled.append(
+                (
+                    ignores,
+                    _combine([source for kind, source in kept if kind == "name"]),
+                    _combine([source for kind, source in kept if kind == "path"]),
+                    _combine([source for kind, source in kept if kind == "below"]),
+                )
+            )
+    return tuple(compiled)
+
+
+def _one_name(source: str) -> bool:
+    """Whether `source` matches one name, and maybe the folder mark, never more."""
+    for ending in _MARK_ENDINGS:
+        if source.endswith(ending):
+            # `[^/]` is how pathspec writes `*` and `?`: any character but a slash.
+            return "/" not in source[: -len(ending)].replace("[^/]", "")
+    return False
+
+
+def _combine(sources: list[str]) -> re.Pattern[str] | None:
+    if not sources:
+        return None
+    # DOTALL: a name may hold a newline, and `.` stands for any character.
+    return re.compile("|".join(f"(?:{source})" for source in sources), re.DOTALL)
+
+
+def _load_ignore_file(
+    path: str, dir_fd: int | None = None, shown: str | None = None
+) -> _Compiled | None:
+    """Compile the ignore file at `path` (relative to `dir_fd`, if given).
+
+    Returns `None` if the file is missing or has no patterns; a file that
+    cannot be read, or a bad pattern, is logged as a warning naming `shown`
+    (by default `path`).
+    """
+    shown = path if shown is None else shown
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        _logger.warning("stream_files could not read ignore file %s: %s", shown, _describe(exc))
+        return None
+    try:
+        data = _read_regular(fd)
+    except OSError as exc:
+        _logger.warning("stream_files could not read ignore file %s: %s", shown, _describe(exc))
+        return None
+    finally:
+        os.close(fd)
+    if data is None:
+        return None
+    text = data.decode("utf-8", "replace").removeprefix("\ufeff")
+    patterns = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
+        if not line or line.startswith("#"):
+            continue
+        if line.rstrip(" ").endswith("/**/"):
+            # ripgrep reads `a/**/` as the folders below `a`; pathspec, as `a/`.
+            line = line.rstrip(" ") + "*/"
+        try:
+            patterns.append(GitIgnoreSpecPattern(line))
+        except (ValueError, re.error) as exc:
+            # As ripgrep does: report the bad line, keep the rest of the file.
+            _logger.warning(
+                "stream_files ignored invalid pattern %r (%s line %d): %s", line, shown, number, exc
+            )
+    return _compile(patterns)
+
+
+def _git_exclude(folder: str, dir_fd: int | None = None) -> _Compiled | None:
+    """The `info/exclude` file of the repository whose top is `folder` (open as `dir_fd`)."""
+    try:
+        dot_git_mode = os.stat(
+            ".git" if dir_fd is not None else os.path.join(folder, ".git"), dir_fd=dir_fd
+        ).st_mode
+    except OSError:
+        return None
+    is_link_file = stat.S_ISREG(dot_git_mode)
+    if not is_link_file:
+        if dir_fd is not None:
+            return _load_ignore_file(
+                ".git/info/exclude", dir_fd, os.path.join(folder, ".git", "info", "exclude")
+            )
+        return _load_ignore_file(os.path.join(folder, ".git", "info", "exclude"))
+    # A worktree or submodule: `.git` is a file naming the real git folder,
+    # and a worktree's `commondir` names the folder that holds `info/`.
+    dot_git = os.path.join(folder, ".git")
+    try:
+        with open(dot_git, encoding="utf-8", errors="replace") as file:
+            first = file.readline().strip()
+    except OSError:
+        return None
+    if not first.startswith("gitdir:"):
+        return None
+    git_dir = os.path.join(folder, first.removeprefix("gitdir:").strip())
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as file:
+            git_dir = os.path.join(git_dir, file.read().strip())
+    except (OSError, ValueError):
+        pass
+    return _load_ignore_file(os.path.join(git_dir, "info", "exclude"))
+
+
+# The compiled runs of one ignore file (see `_compile`) with the path from
+# its folder to the folder being listed ("" or ending in "/"); a chain holds
+# them deepest first.
+_Link = tuple[_Compiled, str]
+_Chain = tuple[_Link, ...]
+
+
+class _Rules:
+    """The ignore files that apply in one folder, by kind."""
+
+    __slots__ = ("chain", "excludes", "gitignores", "ignores", "in_git")
+
+    def __init__(self, ignores: _Chain, gitignores: _Chain, excludes: _Chain, in_git: bool) -> None:
+        self.ignores = ignores
+        self.gitignores = gitignores
+        self.excludes = excludes
+        self.in_git = in_git
+        # The order to ask them in: the first file with a matching pattern decides.
+        self.chain = ignores + gitignores + excludes if in_git else ignores
+
+    def enter(self, name: str, folder: str, dir_fd: int, hidden: set[str]) -> _Rules:
+        """The rules in this folder's child `name`, at `folder`, open as `dir_fd`."""
+        return _Rules.local(
+            folder,
+            dir_fd,
+            hidden,
+            _descend(self.ignores, name),
+            _descend(self.gitignores, name),
+            _descend(self.excludes, name),
+            self.in_git,
+        )
+
+    @staticmethod
+    def local(
+        folder: str,
+        dir_fd: int,
+        hidden: set[str],
+        ignores: _Chain,
+        gitignores: _Chain,
+        excludes: _Chain,
+        in_git: bool,
+    ) -> _Rules:
+        """Add the ignore files of `folder` (open as `dir_fd`) to the rules from above it."""
+        if ".git" in hidden:
+            # The top of a repository: .gitignore files above it do not count.
+            in_git = True
+            gitignores = ()
+            exclude = _git_exclude(folder, dir_fd)
+            excludes = ((exclude, ""),) if exclude is not None else ()
+        if ".ignore" in hidden:
+            found = _load_ignore_file(".ignore", dir_fd, os.path.join(folder, ".ignore"))
+            if found is not None:
+                ignores = ((found, ""), *ignores)
+        if in_git and ".gitignore" in hidden:
+            found = _load_ignore_file(".gitignore", dir_fd, os.path.join(folder, ".gitignore"))
+            if found is not None:
+                gitignores = ((found, ""), *gitignores)
+        return _Rules(ignores, gitignores, excludes, in_git)
+
+
+def _descend(chain: _Chain, name: str) -> _Chain:
+    return tuple((compiled, f"{prefix}{name}/") for compiled, prefix in chain)
+
+
+def _rules_above(root: str) -> _Rules:
+    """The ignore files in the folders above `root` that apply below it."""
+    real = os.path.realpath(root)
+    folders = []
+    child = real
+    while (parent := os.path.dirname(child)) != child:
+        folders.append((parent, os.path.relpath(real, parent) + "/"))
+        child = parent
+    ignores: list[_Link] = []
+    for folder, prefix in folders:
+        found = _load_ignore_file(os.path.join(folder, ".ignore"))
+        if found is not None:
+            ignores.append((found, prefix))
+    gitignores: list[_Link] = []
+    excludes: list[_Link] = []
+    in_git = os.path.lexists(os.path.join(real, ".git"))
+    if not in_git:
+        for folder, prefix in folders:
+            found = _load_ignore_file(os.path.join(folder, ".gitignore"))
+            if found is not None:
+                gitignores.append((found, prefix))
+            if os.path.lexists(os.path.join(folder, ".git")):
+                in_git = True
+                exclude = _git_exclude(folder)
+                if exclude is not None:
+                    excludes.append((exclude, prefix))
+                break
+        if not in_git:
+            gitignores.clear()
+    return _Rules(tuple(ignores), tuple(gitignores), tuple(excludes), in_git)
+
+
+def _list(dir_fd: int) -> tuple[list[os.DirEntry[str]], set[str]]:
+    """The entries of the folder open as `dir_fd` but `.git`, by name, and its hidden names."""
+    with os.scandir(dir_fd) as scan:
+        entries = sorted(scan, key=_by_name)
+    hidden = {entry.name for entry in entries if entry.name[0] == "."}
+    if ".git" in hidden:
+        # Never listed, even where ripgrep would (when an ignore file
+        # re-includes hidden folders): git's internals are no one's text files.
+        entries = [entry for entry in entries if entry.name != ".git"]
+    return entries, hidden
+
+
+def _walk_tree(
+    root: str,
+    root_fd: int,
+    extensions: frozenset[str] | None,
+    out: str,
+    warn: str,
+    shown_root: str,
+    make: Callable[[str, str], _T],
+) -> Iterator[_T]:
+    """Yield `make(out + relative path, text)` for the text files below the folder `root`.
+
+    Takes over `root_fd`, the open root folder, and closes it. This is the hot
+    loop: syscalls only to open and list folders and to open, fstat, read and
+    close files (scandir's d_type says what an entry is), and ignore patterns
+    only tried where some ignore file applies.
+    """
+    # One frame per folder being listed: its descriptor, what is left of its
+    # entries, its path relative to root ("" or ending in "/"), the prefix of
+    # the paths yielded for its files, and its ignore rules.
+    stack: list[tuple[int, Iterator[os.DirEntry[str]], str, str, _Rules]] = []
+    try:
+        try:
+            entries, hidden = _list(root_fd)
+        except OSError as exc:
+            raise type(exc)(exc.errno, exc.strerror, shown_root) from exc
+        above = _rules_above(root)
+        rules = _Rules.local(
+            root, root_fd, hidden, above.ignores, above.gitignores, above.excludes, above.in_git
+        )
+        stack.append((root_fd, iter(entries), "", out, rules))
+        root_fd = -1
+        multi = tuple("." + e for e in extensions if "." in e) if extensions is not None else ()
+        os_open, fstat, os_read, os_close, is_reg = (
+            os.open,
+            os.fstat,
+            os.read,
+            os.close,
+            stat.S_ISREG,
+        )
+        read_flags, dir_flags = _READ_FLAGS, _DIR_FLAGS
+        while stack:
+            dir_fd, remaining, relative, out_folder, rules = stack[-1]
+            chain = rules.chain
+            for entry in remaining:
+                name = entry.name
+                if not chain and name[0] == ".":
+                    continue  # Hidden, and no ignore file here could re-include it.
+                try:
+                    is_file = entry.is_file(follow_symlinks=False)
+                    is_dir = not is_file and entry.is_dir(follow_symlinks=False)
+                except OSError as exc:
+                    # Only when the file system gives no type and the entry is gone.
+                    _warn_unreadable(warn + relative + name, exc)
+                    continue
+                if is_dir:
+                    if chain and _skipped(chain, name, True):
+                        continue
+                    try:
+                        child_fd = os_open(name, dir_flags, dir_fd=dir_fd)
+                    except OSError as exc:
+                        _warn_unlistable(warn + relative + name, exc)
+                        continue
+                    try:
+                        child_entries, child_hidden = _list(child_fd)
+                        child = f"{relative}{name}/"
+                        folder = os.path.join(root, child)
+                        child_rules = rules.enter(name, folder, child_fd, child_hidden)
+                    except OSError as exc:
+                        os_close(child_fd)
+                        _warn_unlistable(warn + relative + name, exc)
+                        continue
+                    except BaseException:
+                        os_close(child_fd)
+                        raise
+                    stack.append(
+                        (child_fd, iter(child_entries), child, out_folder + name + "/", child_rules)
+                    )
+                    break  # Depth first: the child's entries come before our next ones.
+                if not is_file:
+                    continue  # Symlinks, FIFOs, sockets and devices are never opened.
+                if extensions is not None:
+                    dot = name.rfind(".")
+                    if dot < 0 or (
+                        name[dot + 1 :] not in extensions and not (multi and name.endswith(multi))
+                    ):
+                        continue
+                if chain and _skipped(chain, name, False):
+                    continue
+                try:
+                    fd = os_open(name, read_flags, dir_fd=dir_fd)
+                except OSError as exc:
+                    _warn_unreadable(warn + relative + name, exc)
+                    continue
+                try:
+                    # `_read_regular`, inlined: this runs for every file.
+                    status = fstat(fd)
+                    if not is_reg(status.st_mode):
+                        continue
+                    size = status.st_size
+                    data = os_read(fd, size + 1)
+                    if len(data) != size:
+                        data += _read_rest(fd, size)
+                except OSError as exc:
+                    _warn_unreadable(warn + relative + name, exc)
+                    continue
+                finally:
+                    os_close(fd)
+                if b"\0" not in data:
+                    yield make(out_folder + name, data.decode("utf-8", "replace"))
+            else:
+                stack.pop()
+                os_close(dir_fd)
+    finally:
+        if root_fd >= 0:
+            os.close(root_fd)
+        for frame in stack:
+            os.close(frame[0])
+
+
+def _warn_unlistable(path: str, exc: OSError) -> None:
+    _logger.warning("stream_files could not list %s: %s", path, _describe(exc))
+
+
+def _skipped(chain: _Chain, name: str, is_dir: bool) -> bool:
+    """Whether the ignore files in `chain` (or, when none matches, being hidden) skip `name`.
+
+    Inlined over the whole chain: this runs for every entry where an ignore
+    file applies.
+    """
+    marked = name + "/" if is_dir else name
+    for compiled, prefix in chain:
+        for ignores, by_name, by_path, below in compiled[1] if is_dir else compiled[0]:
+            if by_name is not None and by_name.fullmatch(marked) is not None:
+                # As in ripgrep, a `!` pattern that matches re-includes even a hidden entry.
+                return ignores
+            if by_path is not None and by_path.fullmatch(prefix + marked) is not None:
+                return ignores
+            if below is not None and below.fullmatch(prefix + name) is not None:
+                return ignores
+    return name[0] == "."

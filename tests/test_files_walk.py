@@ -1,0 +1,668 @@
+"""The file walker behind `stream_files`: ripgrep's listing rules, reading, and failures."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import AsyncGenerator, Generator, Mapping
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from executor._base import LoadedFile
+from executor._errors import InvalidArgument
+from executor._files import _BATCH_FILES, iter_text_files, normalise_extensions, stream_text_files
+
+pytestmark = pytest.mark.anyio
+
+RG = shutil.which("rg")
+needs_rg = pytest.mark.skipif(RG is None, reason="ripgrep (rg) is not installed")
+
+# A tree is written from a mapping: a path with "/" separators to its content.
+Tree = Mapping[str, str | bytes]
+
+
+def make_tree(root: Path, tree: Tree) -> Path:
+    """Write `tree` below `root` and return `root`."""
+    for relative, content in tree.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    return root
+
+
+def make_repo(root: Path, tree: Tree) -> Path:
+    """Write `tree` below `root` and mark `root` as the top of a git repository."""
+    (root / ".git" / "info").mkdir(parents=True)
+    return make_tree(root, tree)
+
+
+def walk(root: Path, extensions: frozenset[str] | None = None) -> list[str]:
+    """The relative paths `iter_text_files` yields for `root`, in order."""
+    return [path for path, _ in iter_text_files(str(root), extensions=extensions)]
+
+
+def rg_files(root: Path) -> set[str]:
+    """The files `rg --files` lists in `root`, relative to it, without any user config."""
+    assert RG is not None
+    env = {key: value for key, value in os.environ.items() if key != "RIPGREP_CONFIG_PATH"}
+    listed = subprocess.run(
+        [RG, "--files", "--no-config"], cwd=root, env=env, capture_output=True, check=False
+    )
+    # 1 means "nothing listed"; anything else is a failure of rg itself.
+    assert listed.returncode in (0, 1), listed.stderr
+    return set(os.fsdecode(listed.stdout).splitlines())
+
+
+def test_nested_gitignore_with_negation(tmp_path: Path) -> None:
+    """A nested .gitignore re-includes with `!` what a shallower one ignores, below itself."""
+    make_repo(
+        tmp_path,
+        {
+            ".gitignore": "*.log\n",
+            "a.log": "",
+            "keep.log": "",
+            "sub/.gitignore": "!keep.log\n",
+            "sub/keep.log": "",
+            "sub/other.log": "",
+            "sub/deep/keep.log": "",
+        },
+    )
+    assert walk(tmp_path) == ["sub/deep/keep.log", "sub/keep.log"]
+
+
+def test_last_matching_pattern_in_a_file_wins(tmp_path: Path) -> None:
+    """Within one ignore file the last matching pattern decides, ignoring or re-including."""
+    make_repo(tmp_path, {".gitignore": "*.txt\n!*.txt\nb.txt\n", "a.txt": "", "b.txt": ""})
+    assert walk(tmp_path) == ["a.txt"]
+
+
+def test_directory_patterns(tmp_path: Path) -> None:
+    """A pattern ending in `/` ignores folders of that name at any depth, never files."""
+    make_repo(
+        tmp_path,
+        {
+            ".gitignore": "build/\n",
+            "build/a.txt": "",
+            "src/build/b.txt": "",
+            "src/build.txt": "",
+            "other/build": "a file called build",
+        },
+    )
+    assert walk(tmp_path) == ["other/build", "src/build.txt"]
+
+
+def test_anchored_patterns(tmp_path: Path) -> None:
+    """A pattern with a slash matches from its ignore file's folder only, not at any depth."""
+    make_repo(
+        tmp_path,
+        {
+            ".gitignore": "/top.txt\ndocs/old.md\n",
+            "top.txt": "",
+            "sub/top.txt": "",
+            "docs/old.md": "",
+            "sub/docs/old.md": "",
+            "sub/.gitignore": "/here.txt\n",
+            "sub/here.txt": "",
+            "here.txt": "",
+        },
+    )
+    assert walk(tmp_path) == ["here.txt", "sub/docs/old.md", "sub/top.txt"]
+
+
+def test_double_star_patterns(tmp_path: Path) -> None:
+    """`**` spans folders, and `dir/**` ignores a folder's contents so `!dir/x` can re-include."""
+    make_repo(
+        tmp_path,
+        {
+            ".gitignore": "**/gen/*.py\nlogs/**\n!logs/README\na/**/z.txt\nout/**/\n",
+            "gen/x.py": "",
+            "src/gen/y.py": "",
+            "src/gen/y.txt": "",
+            "logs/1.txt": "",
+            "logs/README": "",
+            "a/z.txt": "",
+            "a/b/c/z.txt": "",
+            "b/a/z.txt": "",
+            "out/top.txt": "",
+            "out/deeper/x.txt": "",
+        },
+    )
+    assert walk(tmp_path) == ["b/a/z.txt", "logs/README", "out/top.txt", "src/gen/y.txt"]
+
+
+def test_ignored_folder_is_never_entered(tmp_path: Path) -> None:
+    """Nothing below an ignored folder comes back, not even through a deeper `!` pattern."""
+    make_repo(
+        tmp_path,
+        {".gitignore": "vendor\n!vendor/keep.txt\n", "vendor/keep.txt": "", "vendor/x.txt": ""},
+    )
+    assert walk(tmp_path) == []
+
+
+def test_ignore_file_counts_without_git(tmp_path: Path) -> None:
+    """`.ignore` files apply even when no git repository is around."""
+    make_tree(tmp_path, {".ignore": "*.tmp\n", "a.tmp": "", "a.txt": "", "sub/b.tmp": ""})
+    assert walk(tmp_path) == ["a.txt"]
+
+
+def test_gitignore_outside_a_repository_is_not_read(tmp_path: Path) -> None:
+    """Without a `.git` in the root or above, `.gitignore` files change nothing, as in ripgrep."""
+    make_tree(
+        tmp_path, {".gitignore": "*.txt\n", "a.txt": "", "sub/.gitignore": "*\n", "sub/b": ""}
+    )
+    assert walk(tmp_path) == ["a.txt", "sub/b"]
+
+
+def test_git_info_exclude(tmp_path: Path) -> None:
+    """The repository's `.git/info/exclude` ignores like a top-level .gitignore."""
+    make_repo(tmp_path, {".git/info/exclude": "secret.txt\n", "secret.txt": "", "a/secret.txt": ""})
+    make_tree(tmp_path, {"plain.txt": ""})
+    assert walk(tmp_path) == ["plain.txt"]
+
+
+def test_ancestors_ignore_files(tmp_path: Path) -> None:
+    """Ignore files above the root count: .gitignore up to the repository's top, .ignore always."""
+    make_tree(tmp_path, {".ignore": "*.tmp\n", ".gitignore": "*.md\n"})
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            ".gitignore": "*.log\n/sub/anchored.txt\n",
+            ".git/info/exclude": "excluded.txt\n",
+            "sub/a.log": "",
+            "sub/a.tmp": "",
+            "sub/a.md": "",
+            "sub/anchored.txt": "",
+            "sub/excluded.txt": "",
+            "sub/deep/anchored.txt": "",
+            "sub/kept.txt": "",
+        },
+    )
+    assert walk(repo / "sub") == ["a.md", "deep/anchored.txt", "kept.txt"]
+
+
+def test_ignore_beats_gitignore(tmp_path: Path) -> None:
+    """A `.ignore` match wins over any `.gitignore` one, which wins over `.git/info/exclude`."""
+    make_repo(
+        tmp_path,
+        {
+            ".ignore": "!keep.log\n!build/\n",
+            ".git/info/exclude": "*.txt\n",
+            "sub/.gitignore": "*.log\n!*.txt\nbuild/\n",
+            "sub/keep.log": "",
+            "sub/other.log": "",
+            "sub/build/out.txt": "",
+            "sub/note.txt": "",
+            "note.txt": "",
+        },
+    )
+    assert walk(tmp_path) == ["sub/build/out.txt", "sub/keep.log", "sub/note.txt"]
+
+
+def test_nested_repository_stops_outer_gitignore(tmp_path: Path) -> None:
+    """Inside a nested repository the outer repository's .gitignore files no longer apply."""
+    make_repo(tmp_path, {".gitignore": "*.txt\n", "a.txt": ""})
+    make_repo(tmp_path / "inner", {"b.txt": ""})
+    assert walk(tmp_path) == ["inner/b.txt"]
+
+
+def test_invalid_pattern_is_reported_and_the_rest_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bad line in an ignore file is logged as a warning; the file's other lines still apply."""
+    make_tree(tmp_path, {".ignore": "a.txt\nb[z-a]c\nb.txt\n", "a.txt": "", "b.txt": "", "c": ""})
+    with caplog.at_level(logging.WARNING, logger="executor"):
+        assert walk(tmp_path) == ["c"]
+    assert any("b[z-a]c" in record.getMessage() for record in caplog.records)
+
+
+def test_hidden_entries_are_skipped(tmp_path: Path) -> None:
+    """Hidden files and folders, `.git` included, are never listed, but a hidden root is walked."""
+    make_repo(
+        tmp_path,
+        {".env": "", ".cache/x.txt": "", ".git/config": "", "sub/.hidden": "", "sub/shown": ""},
+    )
+    make_tree(tmp_path / ".root", {"a.txt": ""})
+    assert walk(tmp_path) == ["sub/shown"]
+    assert walk(tmp_path / ".root") == ["a.txt"]
+
+
+def test_bang_pattern_reincludes_hidden_entries_but_never_git(tmp_path: Path) -> None:
+    """As in ripgrep, a `!` pattern re-includes a hidden entry; `.git` stays out regardless."""
+    make_repo(
+        tmp_path,
+        {
+            ".ignore": "!.github/\n!.env\n!.git/\n!.git\n",
+            ".github/ci.yml": "",
+            ".env": "",
+            ".other": "",
+            ".git/config": "",
+        },
+    )
+    assert walk(tmp_path) == [".env", ".github/ci.yml"]
+
+
+def test_worktree_git_file_exclude(tmp_path: Path) -> None:
+    """In a worktree, whose `.git` is a file, the main repository's info/exclude applies."""
+    make_repo(tmp_path / "main", {".git/info/exclude": "*.secret\n", ".git/worktrees/w/x": ""})
+    (tmp_path / "main" / ".git" / "worktrees" / "w" / "commondir").write_text("../..\n")
+    worktree = make_tree(tmp_path / "w", {"a.secret": "", "a.txt": ""})
+    (worktree / ".git").write_text(f"gitdir: {tmp_path}/main/.git/worktrees/w\n")
+    assert walk(worktree) == ["a.txt"]
+
+
+def test_symlinks_are_not_followed(tmp_path: Path) -> None:
+    """Symlinked files and folders are skipped, including ones that point outside the root."""
+    outside = make_tree(tmp_path / "outside", {"secret.txt": "secret"})
+    root = make_tree(tmp_path / "root", {"real/a.txt": "a"})
+    (root / "file-link.txt").symlink_to(root / "real" / "a.txt")
+    (root / "dir-link").symlink_to(root / "real", target_is_directory=True)
+    (root / "outside-link").symlink_to(outside, target_is_directory=True)
+    (root / "secret-link.txt").symlink_to(outside / "secret.txt")
+    (root / "dangling").symlink_to(tmp_path / "nowhere")
+    assert walk(root) == ["real/a.txt"]
+
+
+def test_symlinked_root_is_followed(tmp_path: Path) -> None:
+    """A root that is a symlink to a folder is walked, as rg walks a path it is given."""
+    make_tree(tmp_path / "real", {"a.txt": "a"})
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    assert walk(tmp_path / "link") == ["a.txt"]
+
+
+def test_binary_files_are_skipped(tmp_path: Path) -> None:
+    """A file with a NUL byte anywhere is binary and skipped; an empty file is text."""
+    make_tree(
+        tmp_path,
+        {"a.bin": b"\x00\x01", "late.bin": b"x" * 10000 + b"\x00", "empty": b"", "t.txt": "t"},
+    )
+    assert dict(iter_text_files(str(tmp_path), extensions=None)) == {"empty": "", "t.txt": "t"}
+
+
+def test_non_utf8_text_is_kept_with_replacement(tmp_path: Path) -> None:
+    """A latin-1 file is text: its invalid UTF-8 bytes become U+FFFD, the rest is kept."""
+    make_tree(tmp_path, {"latin.txt": "café\n".encode("latin-1"), "bom.txt": b"\xef\xbb\xbfhi"})
+    assert dict(iter_text_files(str(tmp_path), extensions=None)) == {
+        "bom.txt": "\ufeffhi",
+        "latin.txt": "caf\ufffd\n",
+    }
+
+
+@pytest.mark.parametrize(
+    ("extensions", "expected"),
+    [
+        (["py"], ["a.py", "sub/c.py"]),
+        ([".py"], ["a.py", "sub/c.py"]),
+        ("py", ["a.py", "sub/c.py"]),
+        (["py", ".md"], ["a.py", "b.md", "sub/c.py"]),
+        (["d.ts"], ["x.d.ts"]),
+        (None, ["Makefile", "a.py", "b.md", "py", "sub/c.py", "x.d.ts", "y.ts"]),
+        ([], ["Makefile", "a.py", "b.md", "py", "sub/c.py", "x.d.ts", "y.ts"]),
+    ],
+)
+def test_extensions_filter(
+    tmp_path: Path, extensions: list[str] | str | None, expected: list[str]
+) -> None:
+    """Extensions keep matching files, with or without their dot; None or empty keeps all."""
+    make_tree(
+        tmp_path,
+        {n: "" for n in ["a.py", "b.md", "py", "Makefile", "sub/c.py", "x.d.ts", "y.ts"]},
+    )
+    assert walk(tmp_path, normalise_extensions(extensions)) == expected
+
+
+def test_normalise_extensions() -> None:
+    """`py` and `.py` are one extension; None and empty mean all files."""
+    assert normalise_extensions(["py", ".py", ".md"]) == frozenset({"py", "md"})
+    assert normalise_extensions(".py") == frozenset({"py"})
+    assert normalise_extensions(None) is None
+    assert normalise_extensions([]) is None
+    assert normalise_extensions(iter(())) is None
+
+
+@pytest.mark.parametrize("bad", ["", ".", " ", "a/b", "..py", "py.", "p\0y"])
+def test_normalise_extensions_rejects_what_never_matches(bad: str) -> None:
+    """An empty, blank or impossible extension is an InvalidArgument naming it."""
+    with pytest.raises(InvalidArgument) as raised:
+        normalise_extensions(["py", bad])
+    assert raised.value.value == bad
+
+
+def test_missing_root_raises(tmp_path: Path) -> None:
+    """A root that does not exist, or runs through a file, raises FileNotFoundError naming it."""
+    (tmp_path / "file").write_text("")
+    for missing in (tmp_path / "nope", tmp_path / "file" / "below"):
+        with pytest.raises(FileNotFoundError) as raised:
+            walk(missing)
+        assert raised.value.filename == str(missing)
+
+
+async def test_stream_missing_root_raises_before_yielding(tmp_path: Path) -> None:
+    """stream_text_files raises FileNotFoundError naming the displayed root, yielding nothing."""
+    stream = stream_text_files(str(tmp_path / "nope"), "src/nope", extensions=None)
+    with pytest.raises(FileNotFoundError, match="src/nope"):
+        await anext(stream)
+
+
+async def test_root_that_is_a_file(tmp_path: Path) -> None:
+    """A root that is a regular file yields just that file: its name, or the displayed root."""
+    make_tree(tmp_path, {"src/a.py": "print(1)\n"})
+    root = str(tmp_path / "src" / "a.py")
+    assert list(iter_text_files(root, extensions=None)) == [("a.py", "print(1)\n")]
+    assert list(iter_text_files(root, extensions=frozenset({"md"}))) == []
+    streamed = [f async for f in stream_text_files(root, "src/a.py", extensions=None)]
+    assert streamed == [LoadedFile(path="src/a.py", content="print(1)\n")]
+
+
+@pytest.mark.timeout(30)
+def test_fifos_and_sockets_are_skipped_without_opening(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FIFOs and sockets are skipped without being opened, so the walk never hangs on one."""
+    make_tree(tmp_path, {"a.txt": "a", "z.txt": "z"})
+    os.mkfifo(tmp_path / "fifo")
+    # Bound by a relative name: a socket path must fit in 108 bytes.
+    monkeypatch.chdir(tmp_path)
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind("sock")
+        assert walk(tmp_path) == ["a.txt", "z.txt"]
+        # Given as the root, a FIFO is not read either.
+        assert walk(tmp_path / "fifo") == []
+
+
+UNREADABLE_SCRIPT = textwrap.dedent(
+    """
+    import json, logging, os, sys
+    from executor._files import iter_text_files
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    if os.geteuid() == 0:
+        # Root reads anything: become nobody, after every import is done.
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+        except OSError as exc:
+            print(json.dumps({"skip": str(exc)}))
+            sys.exit(0)
+    paths = [path for path, _ in iter_text_files(sys.argv[1], extensions=None)]
+    print(json.dumps({"paths": paths}))
+    """
+)
+
+
+def test_unreadable_entries_are_logged_and_skipped() -> None:
+    """An unreadable file or folder is logged as a warning naming it and the error, then skipped."""
+    # Not tmp_path: the user the walk runs as (nobody, when tests run as root)
+    # must be able to reach the tree.
+    with tempfile.TemporaryDirectory(prefix="walk-unreadable-") as directory:
+        root = make_tree(
+            Path(directory),
+            {"a.txt": "a", "locked.txt": "no", "closed/x.txt": "x", "z/z.txt": "z"},
+        )
+        root.chmod(0o755)
+        for folder in (root / "closed", root / "z"):
+            folder.chmod(0o755)
+        for path in (root / "a.txt", root / "z" / "z.txt"):
+            path.chmod(0o644)
+        (root / "locked.txt").chmod(0)
+        (root / "closed").chmod(0)
+        try:
+            env = {**os.environ, "PYTHONPATH": os.getcwd(), "PYTHONDONTWRITEBYTECODE": "1"}
+            done = subprocess.run(
+                [sys.executable, "-c", UNREADABLE_SCRIPT, str(root)],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+                check=True,
+            )
+        finally:
+            (root / "closed").chmod(0o755)
+    result = json.loads(done.stdout)
+    if "skip" in result:
+        pytest.skip(f"cannot drop root privileges to make a file unreadable: {result['skip']}")
+    assert result["paths"] == ["a.txt", "z/z.txt"]
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 2, done.stderr
+    assert "closed" in warnings[0]
+    assert "locked.txt" in warnings[1]
+    assert all("Permission denied" in warning for warning in warnings)
+
+
+def test_order_is_sorted_depth_first(tmp_path: Path) -> None:
+    """Each folder's entries come in sorted name order, a subfolder's files right where it sorts."""
+    make_tree(tmp_path, {n: "" for n in ["b/2", "b/1", "a", "c", "B", "b0", "b/a/x"]})
+    assert walk(tmp_path) == ["B", "a", "b/1", "b/2", "b/a/x", "b0", "c"]
+
+
+@pytest.mark.slow
+async def test_stream_yields_loaded_files_in_walk_order(tmp_path: Path) -> None:
+    """stream_text_files yields the walk's files, across batches, under the displayed root."""
+    count = 2 * _BATCH_FILES + 3  # Three batches, the last one short.
+    make_tree(tmp_path, {f"d{i % 7}/f{i:04}.txt": f"{i}\n" for i in range(count)})
+    expected = [
+        LoadedFile(path=f"shown/{path}", content=content)
+        for path, content in iter_text_files(str(tmp_path), extensions=None)
+    ]
+    streamed = [f async for f in stream_text_files(str(tmp_path), "shown", extensions=None)]
+    assert len(streamed) == count
+    assert streamed == expected
+    unprefixed = [f.path async for f in stream_text_files(str(tmp_path), "", extensions=None)]
+    assert unprefixed == [path for path, _ in iter_text_files(str(tmp_path), extensions=None)]
+
+
+async def test_stream_closed_early(tmp_path: Path) -> None:
+    """A consumer may stop after the first file; closing the stream ends the walk cleanly."""
+    make_tree(tmp_path, {f"f{i:04}.txt": "x" for i in range(_BATCH_FILES + 1)})
+    stream = stream_text_files(str(tmp_path), "", extensions=None)
+    assert isinstance(stream, AsyncGenerator)
+    async with contextlib.aclosing(stream):
+        async for loaded in stream:
+            assert loaded.path == "f0000.txt"
+            break
+
+
+def open_descriptors() -> set[str]:
+    """The file descriptors this process has open."""
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_no_descriptor_left_open(tmp_path: Path) -> None:
+    """The walk closes every folder and file it opens, whether it ends, stops early or fails."""
+    make_tree(tmp_path, {"a/b/c/d.txt": "d", "a/b/e.txt": "e", "a/f.txt": "f", "g.txt": "g"})
+    before = open_descriptors()
+    assert len(walk(tmp_path)) == 4
+    partial = iter_text_files(str(tmp_path), extensions=None)
+    assert isinstance(partial, Generator)
+    assert next(partial)[0] == "a/b/c/d.txt"
+    assert open_descriptors() - before  # Folders a, a/b and a/b/c are open here.
+    partial.close()
+    with pytest.raises(FileNotFoundError):
+        walk(tmp_path / "missing")
+    assert open_descriptors() == before
+
+
+# A tree rich in the cases above, to check against ripgrep in one go.
+RICH_TREE: dict[str, str | bytes] = {
+    ".gitignore": "*.log\n!keep.log\nbuild/\n/top.txt\nlogs/**\n!logs/README\na/**/z.txt\n",
+    ".ignore": "*.tmp\n!dist/\n",
+    ".git/info/exclude": "excluded.txt\n",
+    "top.txt": "",
+    "sub/top.txt": "",
+    "keep.log": "",
+    "x.log": "",
+    "build/b.txt": "",
+    "dist/.gitignore": "*\n",
+    "dist/d.txt": "",
+    "logs/README": "",
+    "logs/1.txt": "",
+    "a/z.txt": "",
+    "a/b/z.txt": "",
+    "excluded.txt": "",
+    "y.tmp": "",
+    "sub/.gitignore": "!*.log\n/anchored\nsub2/\n",
+    "sub/s.log": "",
+    "sub/anchored": "",
+    "sub/x/anchored": "",
+    "sub/sub2/in.txt": "",
+    "sub/.ignore": "!y.tmp\n",
+    "sub/y.tmp": "",
+    ".hidden/h.txt": "",
+    "nested/.git/info/exclude": "",
+    "nested/x.log": "",
+    "nested/.gitignore": "n.txt\n",
+    "nested/n.txt": "",
+    "src/main.py": "",
+    "src/util/helpers.py": "",
+    "docs/index.md": "",
+}
+
+
+@needs_rg
+def test_matches_ripgrep_on_a_rich_tree(tmp_path: Path) -> None:
+    """On a tree exercising every ignore rule, the walk lists exactly what `rg --files` lists."""
+    make_tree(tmp_path, RICH_TREE)
+    (tmp_path / "link.txt").symlink_to(tmp_path / "top.txt")
+    (tmp_path / "linkdir").symlink_to(tmp_path / "src", target_is_directory=True)
+    ours = walk(tmp_path)
+    assert set(ours) == rg_files(tmp_path)
+    assert "nested/x.log" in ours  # The inner repository does not read the outer .gitignore.
+    for below in ("sub", "src", "nested"):
+        assert set(walk(tmp_path / below)) == rg_files(tmp_path / below)
+
+
+NAMES = ["a", "b", "c.py", "d.txt", "e.log", ".h", "a.b"]
+PATTERNS = [
+    "*.log",
+    "!e.log",
+    "a",
+    "a/",
+    "/b",
+    "b/c.py",
+    "**/a/d.txt",
+    "a/**",
+    "a/**/",
+    "!a/d.txt",
+    "*.py",
+    "!c.py",
+    "d.txt",
+    "/a/b",
+    "b/",
+    "!b/",
+    "*",
+    "*/",
+    "!*/",
+    "**/",
+    "/*",
+    "*/d.txt",
+    "a/*",
+    "!a/*",
+    "**/b/**",
+    "[ab]",
+    "[!a]",
+    "?",
+    "a.*",
+    ".h",
+    "!.h",
+    "!.*",
+    "a ",
+    "a\\ ",
+    "\\!x",
+    "# comment",
+]
+IGNORE_FILES = [".gitignore", ".ignore", ".git/info/exclude"]
+
+
+@st.composite
+def trees(draw: st.DrawFn) -> tuple[dict[str, str], list[str]]:
+    """A random tree of small text files and ignore files, and the folders holding a `.git`."""
+    files: dict[str, str] = {}
+    folders = [""]
+    for _ in range(draw(st.integers(1, 24))):
+        parent = draw(st.sampled_from(folders))
+        name = draw(st.sampled_from(NAMES))
+        path = parent + name
+        if path in files or path + "/" in folders:
+            continue
+        if parent.count("/") < 3 and draw(st.booleans()):
+            folders.append(path + "/")
+        else:
+            files[path] = name
+    for folder in draw(st.lists(st.sampled_from(folders), max_size=4)):
+        kind = draw(st.sampled_from(IGNORE_FILES))
+        lines = draw(st.lists(st.sampled_from(PATTERNS), min_size=1, max_size=5))
+        files[folder + kind] = "".join(line + "\n" for line in lines)
+    return files, draw(st.lists(st.sampled_from(folders), max_size=2))
+
+
+def _write_random_tree(root: Path, case: tuple[dict[str, str], list[str]]) -> None:
+    files, repositories = case
+    make_tree(root, files)
+    for folder in repositories:
+        (root / folder / ".git").mkdir(parents=True, exist_ok=True)
+
+
+def _folders(case: tuple[dict[str, str], list[str]]) -> list[str]:
+    """Every folder of a random tree that holds files, but those inside a `.git`."""
+    found = {path.rsplit("/", 1)[0] for path in case[0] if "/" in path}
+    return sorted(folder for folder in found if ".git" not in folder.split("/"))
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, database=None)
+@given(trees())
+def test_every_listed_file_is_visible_text(case: tuple[dict[str, str], list[str]]) -> None:
+    """Each yielded file is regular, below the root, hidden only if re-included, read as written."""
+    # Only a `!` pattern can bring a hidden entry back; `.git` never comes back.
+    reincludes = any(
+        "\n!" in "\n" + text for path, text in case[0].items() if path.endswith(tuple(IGNORE_FILES))
+    )
+    with tempfile.TemporaryDirectory(prefix="walk-prop-") as directory:
+        root = Path(directory)
+        _write_random_tree(root, case)
+        listed = list(iter_text_files(directory, extensions=None))
+        paths = [path for path, _ in listed]
+        assert len(set(paths)) == len(paths)
+        for path, content in listed:
+            parts = path.split("/")
+            assert ".git" not in parts
+            assert reincludes or not any(part.startswith(".") for part in parts)
+            status = os.lstat(root / path)
+            assert stat.S_ISREG(status.st_mode)
+            assert (root / path).read_text() == content
+
+
+@pytest.mark.slow
+@needs_rg
+@settings(
+    max_examples=80,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(trees())
+def test_random_trees_match_ripgrep(case: tuple[dict[str, str], list[str]]) -> None:
+    """On random trees and ignore files, from the top or a folder, the walk lists what rg lists."""
+    with tempfile.TemporaryDirectory(prefix="walk-rg-") as directory:
+        root = Path(directory)
+        _write_random_tree(root, case)
+        for folder in ["", *_folders(case)]:
+            # rg lists a `.git` folder's files when a `!` pattern re-includes
+            # it; this walk never does.
+            listed = {path for path in rg_files(root / folder) if ".git" not in path.split("/")}
+            assert set(walk(root / folder)) == listed, folder

@@ -9,7 +9,14 @@ async with LocalExecutor("/srv/checkout", default_timeout=30) as ex:
 ```
 """
 
-from executor._args import WorkspacePath
+from executor._args import (
+    BoundedInt,
+    GitRange,
+    GitRevision,
+    RestrictedUrl,
+    WorkspaceGlob,
+    WorkspacePath,
+)
 from executor._base import LoadedFile, Sink, ToolExecutor
 from executor._commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile
 from executor._errors import (
@@ -46,6 +53,7 @@ __all__ = [
     "Audit",
     "AuditEvent",
     "AuditRecord",
+    "BoundedInt",
     "CheckedExecutor",
     "Chunk",
     "Command",
@@ -54,6 +62,8 @@ __all__ = [
     "DefaultContext",
     "Exec",
     "ExecutorError",
+    "GitRange",
+    "GitRevision",
     "InvalidArgument",
     "LoadedFile",
     "LocalExecutor",
@@ -61,6 +71,7 @@ __all__ = [
     "PolicyDenied",
     "ReadFile",
     "ReadOnly",
+    "RestrictedUrl",
     "ScopedExecutor",
     "Secrets",
     "Shell",
@@ -73,6 +84,7 @@ __all__ = [
     "ToolExecutor",
     "ToolOutput",
     "Verdict",
+    "WorkspaceGlob",
     "WorkspacePath",
     "WrappedExecutor",
     "WriteFile",

@@ -29,6 +29,8 @@ __all__ = [
 # How much of a failed command's output its message repeats: enough for a model
 # to see what went wrong, never so much that one error floods its context.
 _MESSAGE_TAIL = 4000
+# How much of a rejected value an InvalidArgument message shows.
+_VALUE_SHOWN = 200
 
 
 class CommandError(Exception):
@@ -84,6 +86,10 @@ class InvalidArgument(ValueError):
     """
 
     def __init__(self, value: object, rule: str) -> None:
-        super().__init__(f"invalid argument {value!r}: {rule}")
+        shown = repr(value)
+        if len(shown) > _VALUE_SHOWN:
+            # A model may send megabytes; the message must stay short enough to send back.
+            shown = f"{shown[: _VALUE_SHOWN // 2]}...{shown[-_VALUE_SHOWN // 4 :]}"
+        super().__init__(f"invalid argument {shown}: {rule}")
         self.value = value
         self.rule = rule

@@ -179,7 +179,7 @@ class Tool:
                 parsed[parameter.name] = convert(raw[parameter.name], parameter.annotation)
             except InvalidArgument as error:
                 raise InvalidArgument(
-                    raw[parameter.name], f"argument {parameter.name!r}: {error.rule}"
+                    error.value, f"argument {parameter.name!r}: {error.rule}"
                 ) from None
         return parsed
 
@@ -195,7 +195,7 @@ class Tool:
         try:
             kwargs = self.parse_arguments(arguments)
         except InvalidArgument as error:
-            return ToolOutput.error(f"invalid arguments for {self.name}: {error}")
+            return ToolOutput.error(f"{self.name} was not run: {error}")
         if self.context_parameter is not None:
             if context is None:
                 raise TypeError(f"tool {self.name} needs an agent context")
@@ -408,6 +408,25 @@ def json_schema(annotation: Any) -> dict[str, Any]:
     raise TypeError(f"@tool cannot describe the type {annotation!r}")
 
 
+def _item(index: int, value: Any, annotation: Any) -> Any:
+    try:
+        return convert(value, annotation)
+    except InvalidArgument as error:
+        raise InvalidArgument(value, f"item {index}: {error.rule}") from None
+
+
+def _pydantic_message(error: ValueError) -> str:
+    # pydantic's own text repeats the input and adds links; a model needs where and what.
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return str(error)
+    parts = []
+    for item in errors():
+        where = ".".join(str(part) for part in item.get("loc", ())) or "value"
+        parts.append(f"{where}: {item.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
 def convert(value: Any, annotation: Any) -> Any:
     """Convert a JSON value into `annotation`, or raise `InvalidArgument` saying why."""
     if annotation is Any:
@@ -421,6 +440,9 @@ def convert(value: Any, annotation: Any) -> Any:
             raise InvalidArgument(value, "expected true or false")
         return value
     if annotation is int:
+        # Models send "5" as often as 5; text of digits is taken, "5.5" and "1e3" are not.
+        if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]{1,30}", value.strip()):
+            return int(value)
         if isinstance(value, bool) or not (
             isinstance(value, int) or (isinstance(value, float) and value.is_integer())
         ):
@@ -452,14 +474,14 @@ def convert(value: Any, annotation: Any) -> Any:
     if origin in (list, Sequence, set, frozenset) or annotation in (list, set, frozenset):
         if not isinstance(value, list):
             raise InvalidArgument(value, "expected a list")
-        items = [convert(item, args[0]) if args else item for item in value]
+        items = [_item(index, item, args[0]) if args else item for index, item in enumerate(value)]
         container = origin or annotation
         return items if container in (list, Sequence) else container(items)
     if origin is tuple:
         if not isinstance(value, list):
             raise InvalidArgument(value, "expected a list")
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(convert(item, args[0]) for item in value)
+            return tuple(_item(index, item, args[0]) for index, item in enumerate(value))
         if len(value) != len(args):
             raise InvalidArgument(value, f"expected a list of {len(args)} items")
         return tuple(convert(item, arg) for item, arg in zip(value, args, strict=True))
@@ -479,7 +501,7 @@ def convert(value: Any, annotation: Any) -> Any:
         try:
             return validate(value)
         except ValueError as error:
-            raise InvalidArgument(value, str(error)) from None
+            raise InvalidArgument(value, _pydantic_message(error)) from None
     if isinstance(annotation, type):
         # Validated argument types take the raw value and raise InvalidArgument.
         try:

@@ -43,7 +43,7 @@ class CommandError(Exception):
 
     def __str__(self) -> str:
         text = self.output.text()
-        if not text:
+        if not text or text.strip() == self.message:
             return self.message
         if len(text) > _MESSAGE_TAIL:
             text = f"[... {len(text) - _MESSAGE_TAIL} characters before]\n{text[-_MESSAGE_TAIL:]}"

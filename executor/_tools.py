@@ -166,8 +166,9 @@ class Tool:
         known = {p.name for p in self.parameters}
         unknown = sorted(set(raw) - known)
         if unknown:
+            takes = ", ".join(p.name for p in self.parameters) or "no arguments"
             raise InvalidArgument(
-                unknown, f"unknown argument(s); {self.name} takes {sorted(known) or 'none'}"
+                ", ".join(unknown), f"unknown argument; {self.name} takes: {takes}"
             )
         parsed: dict[str, Any] = {}
         for parameter in self.parameters:

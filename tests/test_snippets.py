@@ -58,6 +58,15 @@ EXPECTED: dict[str, list[str]] = {
         "absolute current_dir is left alone: /",
         "stream_files: src/lib.rs",
     ],
+    "tools.py": [
+        '"description": "File path relative to the workspace root."',
+        '{"path": "src/app.py"} -> ok: 3',
+        '{"path": "../../etc/passwd"} -> error: count_lines was not run: invalid argument '
+        "'../../etc/passwd': argument 'path': a path must not contain '..'",
+        '{"path": "src/missing.py"} -> error: src/missing.py: No such file or directory',
+        '{"file": "src/app.py"} -> error: count_lines was not run: invalid argument \'file\': '
+        "unknown argument; count_lines takes: path",
+    ],
     "argument_validation.py": [
         "count_lines('src/app.py') = 3",
         "rejected: invalid argument '../../etc/passwd': a path must not contain '..'",

@@ -40,6 +40,8 @@ from executor._policies import (
     Verdict,
     describe,
 )
+from executor._rules import CommandRules, DangerousCommands, Finding, check_script
+from executor._shell import ShellParseError, SimpleCommand, parse_command, parse_script
 from executor._tools import AgentContext, DefaultContext, Tool, ToolOutput, tool
 from executor._wrappers import CheckedExecutor, ReadOnly, ScopedExecutor, WrappedExecutor
 
@@ -59,9 +61,12 @@ __all__ = [
     "Command",
     "CommandError",
     "CommandOutput",
+    "CommandRules",
+    "DangerousCommands",
     "DefaultContext",
     "Exec",
     "ExecutorError",
+    "Finding",
     "GitRange",
     "GitRevision",
     "InvalidArgument",
@@ -75,6 +80,8 @@ __all__ = [
     "ScopedExecutor",
     "Secrets",
     "Shell",
+    "ShellParseError",
+    "SimpleCommand",
     "Sink",
     "Stderr",
     "Stdout",
@@ -88,6 +95,9 @@ __all__ = [
     "WorkspacePath",
     "WrappedExecutor",
     "WriteFile",
+    "check_script",
     "describe",
+    "parse_command",
+    "parse_script",
     "tool",
 ]

@@ -11,9 +11,13 @@ files, hidden entries and binary files) with a warm page cache:
   only counted), which applies the same ignore rules but reads no file;
 - `os.walk + read`: for reference, a plain walk reading every file, with no
   ignore rules at all;
-- `read floor`: for reference, only the reads `stream_files` makes (open,
-  fstat, read, close of each kept file, from a list made beforehand): the
-  part no Python walker that reads every file can avoid.
+- `rg -l '' (reads all)`: ripgrep reading every file it lists (a match on
+  each), as `stream_files` must; it uses every core, where the Python walk
+  runs in one thread;
+- `read floor`: for reference, only the file reads `stream_files` makes
+  (open relative to its folder's descriptor, one `pread`, close, then the
+  NUL check and the decoding, of each kept file, from a list made
+  beforehand): the part no Python walker that reads every file can avoid.
 
 Wall time is the measure; the `cpu` column (user + system time of all
 threads, and of rg's process) tells a slow side from a crowded machine.
@@ -136,6 +140,23 @@ def ripgrep(root: str) -> tuple[int, float, float]:
     return timed(count)
 
 
+READING = "rg -l '' (reads all)"
+
+
+def ripgrep_reading(root: str) -> tuple[int, float, float]:
+    """Run `rg -l`, which reads every file it lists, as stream_files must (each one matches)."""
+    rg = RG
+    assert rg is not None
+
+    def count() -> int:
+        listed = subprocess.run(
+            [rg, "-l", "--no-config", "--no-mmap", "", root], stdout=subprocess.PIPE, check=True
+        ).stdout
+        return listed.count(b"\n")
+
+    return timed(count)
+
+
 def walk_and_read(root: str) -> tuple[int, float, float]:
     def count() -> int:
         found = 0
@@ -150,22 +171,38 @@ def walk_and_read(root: str) -> tuple[int, float, float]:
 
 
 def read_floor(root: str) -> Side:
-    """Only the reads `stream_files` makes: open, fstat, read, close the files it keeps.
+    """Only the file reads `stream_files` makes, of the files it keeps.
 
-    No listing, no ignore rules, no thread: what the syscalls alone cost from
-    Python, the floor under any walker that reads every file.
+    Each folder is opened once, then each of its files is opened relative to
+    it, read with one `pread` (all these files are shorter than the walk's
+    first read), closed, checked for NUL and decoded. No listing, no ignore
+    rules, no thread: what the syscalls alone cost from Python, the floor
+    under any walker that reads every file.
     """
-    kept = [os.path.join(root, path) for path, _ in iter_text_files(root, extensions=None)]
+    by_folder: dict[str, list[str]] = {}
+    for path, _ in iter_text_files(root, extensions=None):
+        folder, _, name = path.rpartition("/")
+        by_folder.setdefault(os.path.join(root, folder), []).append(name)
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    folder_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
     def count() -> int:
-        for path in kept:
-            fd = os.open(path, flags)
+        found = 0
+        for folder, names in by_folder.items():
+            dir_fd = os.open(folder, folder_flags)
             try:
-                os.read(fd, os.fstat(fd).st_size + 1).decode("utf-8", "replace")
+                for name in names:
+                    fd = os.open(name, flags, dir_fd=dir_fd)
+                    try:
+                        data = os.pread(fd, 1 << 16, 0)
+                    finally:
+                        os.close(fd)
+                    if 0 not in data:
+                        data.decode("utf-8", "replace")
+                        found += 1
             finally:
-                os.close(fd)
-        return len(kept)
+                os.close(dir_fd)
+        return found
 
     return lambda _: timed(count)
 
@@ -180,9 +217,10 @@ def cpu_seconds() -> float:
 def measure(
     files: int, rounds: int
 ) -> tuple[dict[str, h.Stats], dict[str, h.Stats], dict[str, int]]:
-    names = ["ours (asyncio)", "ours (trio)", BASELINE, "os.walk + read", "read floor"]
+    names = ["ours (asyncio)", "ours (trio)", BASELINE, READING, "os.walk + read", "read floor"]
     if RG is None:
         names.remove(BASELINE)
+        names.remove(READING)
     walls: dict[str, list[float]] = {name: [] for name in names}
     cpus: dict[str, list[float]] = {name: [] for name in names}
     counts: dict[str, int] = {}
@@ -192,6 +230,7 @@ def measure(
             "ours (asyncio)": ours("asyncio"),
             "ours (trio)": ours("trio"),
             BASELINE: ripgrep,
+            READING: ripgrep_reading,
             "os.walk + read": walk_and_read,
             "read floor": read_floor(root),
         }

@@ -20,6 +20,17 @@ rest is decoded as UTF-8 with invalid bytes replaced. Not implemented from
 ripgrep: `.rgignore`, git's global excludes file (`core.excludesFile`), and
 UTF-16 transcoding (such files hold NUL bytes, so they count as binary).
 
+The root is a path, or an open descriptor of a folder (for a caller that
+confines the walk, e.g. with `openat2` and `RESOLVE_BENEATH`). From a
+descriptor no path is used at all, and only the ignore files inside the tree
+count: none above the root, and `.gitignore` files only where the root or a
+folder inside holds a `.git` entry (see `iter_text_files`).
+
+Below the root, every folder and file is opened relative to its folder's
+descriptor, never following a symlink. Costs, in a tree of small files: per
+file, an open, one `pread` and a close (the system calls cost more than all
+the Python around them), per folder an open and a `scandir`.
+
 Patterns are compiled by `pathspec`'s gitignore pattern class, one line at a
 time, but not matched with `GitIgnoreSpec.match_file`: that answers git's
 question, "is this path or a folder above it ignored?", while a walk asks
@@ -31,6 +42,7 @@ rewritten to match the whole path only (see `_compile`).
 
 from __future__ import annotations
 
+import bisect
 import errno
 import logging
 import operator
@@ -52,17 +64,25 @@ _logger = logging.getLogger("executor")
 
 # O_NOFOLLOW: an entry swapped for a symlink after listing is refused, not
 # followed. O_NONBLOCK: a FIFO swapped in after listing opens at once instead
-# of waiting forever for a writer; fstat then shows it is not a regular file.
+# of waiting forever for a writer (and is then refused by `pread`, see
+# `_read_regular`).
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# The first read of a file asks for this much: a shorter answer is the whole
+# file. Below glibc's mmap threshold (128 KiB), so the buffer Python allocates
+# for it, then shrinks to what was read, costs no system call.
+_FIRST_READ = 1 << 16
 # Folders are opened, listed and read from through their own descriptor, each
 # relative to its parent's: a folder swapped for a symlink during the walk is
 # refused rather than followed out of the tree, and the kernel resolves one
 # name per open instead of a whole path.
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
-# Per hop to the worker thread: enough files that hops cost little next to the
-# reading, few enough bytes that a batch never holds much memory.
-_BATCH_FILES = 512
+# Per hop to the worker thread (some 0.1 ms each): enough files that hops cost
+# little next to the reading, few enough bytes that a batch never holds much
+# memory. The first batch is smaller, so that the first files come soon; each
+# next one holds twice as many files, up to `_BATCH_FILES`.
+_BATCH_FILES_FIRST = 64
+_BATCH_FILES = 4096
 _BATCH_BYTES = 4 << 20
 
 # The group name pathspec gives the "/" that ends a folder's part of a match:
@@ -114,7 +134,9 @@ def normalise_extensions(extensions: Iterable[str] | None) -> frozenset[str] | N
     return frozenset(normalised) or None
 
 
-def iter_text_files(root: str, *, extensions: frozenset[str] | None) -> Iterator[tuple[str, str]]:
+def iter_text_files(
+    root: str | int, *, extensions: frozenset[str] | None
+) -> Iterator[tuple[str, str]]:
     """Yield every text file below `root`, as `rg --files` lists them, with its content.
 
     Blocking: run it in a worker thread. Folders are walked depth first, names
@@ -123,8 +145,25 @@ def iter_text_files(root: str, *, extensions: frozenset[str] | None) -> Iterator
     logger and skipped; the walk goes on.
 
     Args:
-        root: The folder to walk. A symlink here is followed, as ripgrep
-            follows a path it is given. A regular file yields just itself.
+        root: The folder to walk, as a path or as an open descriptor.
+
+            A path: a symlink here is followed, as ripgrep follows a path it
+            is given; a regular file yields just itself.
+
+            A descriptor (`int`) of a folder, opened by the caller (with
+            `O_RDONLY | O_DIRECTORY`, `O_PATH`, or `openat2` with
+            `RESOLVE_BENEATH`...): no path is used at all. The walk opens
+            `"."` relative to it for a descriptor of its own (what `dup`
+            would give, but with its own read offset, and readable even
+            from an `O_PATH` one), walks relative to that, and never closes
+            or moves the caller's, which must stay open until the walk has
+            begun. Only the ignore files inside the tree count: none above
+            it, and `.gitignore` files only if the root or a folder above
+            them inside the tree has a `.git` entry; ignore files and
+            `.git/info/exclude` are not read through a symlink (a warning
+            says so for an ignore file), and a `.git` file (a worktree's or
+            submodule's) gives no exclude file, since it names a folder
+            elsewhere.
         extensions: From `normalise_extensions`; `None` keeps every file.
 
     Yields:
@@ -134,24 +173,20 @@ def iter_text_files(root: str, *, extensions: frozenset[str] | None) -> Iterator
 
     Raises:
         FileNotFoundError: `root` does not exist.
-        OSError: `root` itself cannot be examined or listed.
+        NotADirectoryError: `root` is a descriptor, but not of a folder.
+        OSError: `root` itself cannot be examined or listed (`EBADF`: the
+            descriptor is not open).
 
     """
-    return _walk(root, extensions, root, None, _pair)
+    return _walk(root, extensions, root if isinstance(root, str) else f"<fd {root}>", None, _pair)
 
 
 def _pair(path: str, content: str) -> tuple[str, str]:
     return path, content
 
 
-def _loaded_file(path: str, content: str) -> LoadedFile:
-    # Positional: attrs' keyword call costs twice as much, once per file (and
-    # mypy checks the order against the class).
-    return LoadedFile(path, content)
-
-
 async def stream_text_files(
-    root: str, display_root: str, *, extensions: frozenset[str] | None
+    root: str | int, display_root: str, *, extensions: frozenset[str] | None
 ) -> AsyncIterator[LoadedFile]:
     """Yield the text files below `root` as `LoadedFile`s, read in a worker thread.
 
@@ -160,7 +195,11 @@ async def stream_text_files(
     rare. Closing the iterator early closes the walk.
 
     Args:
-        root: The folder to walk, as the OS should open it.
+        root: The folder to walk, as the OS should open it, or an open
+            descriptor of it (see `iter_text_files`: then no path is used,
+            and only the ignore files inside the tree count). The caller
+            keeps and closes its descriptor; it must stay open until the
+            first file is yielded.
         display_root: What `LoadedFile.path` starts with instead: each path is
             `os.path.join(display_root, relative)`, or `display_root` itself
             when `root` is a file.
@@ -172,19 +211,25 @@ async def stream_text_files(
     Raises:
         FileNotFoundError: `root` does not exist; raised before anything is
             yielded, naming `display_root`.
+        NotADirectoryError: `root` is a descriptor, but not of a folder.
         OSError: `root` itself cannot be examined or listed.
 
     """
-    files = _walk(root, extensions, display_root or ".", display_root, _loaded_file)
+    # The class itself makes each file, with its fields positional: no extra
+    # call per file, and attrs' keyword call would cost twice as much.
+    files = _walk(root, extensions, display_root or ".", display_root, LoadedFile)
+    limit = _BATCH_FILES_FIRST
 
     def next_batch() -> list[LoadedFile]:
+        nonlocal limit
         batch: list[LoadedFile] = []
         size = 0
         for loaded in files:
             batch.append(loaded)
             size += len(loaded.content)
-            if len(batch) >= _BATCH_FILES or size >= _BATCH_BYTES:
+            if len(batch) >= limit or size >= _BATCH_BYTES:
                 break
+        limit = min(2 * limit, _BATCH_FILES)
         return batch
 
     try:
@@ -198,7 +243,7 @@ async def stream_text_files(
 
 
 def _walk(
-    root: str,
+    root: str | int,
     extensions: frozenset[str] | None,
     shown_root: str,
     display: str | None,
@@ -209,6 +254,20 @@ def _walk(
     # `shown_root` names the root in errors and warnings. Each file is
     # yielded as `make(path, text)`: built right here, in the worker thread,
     # it costs no extra object or generator step per file.
+    out = "" if not display else display if display.endswith("/") else display + "/"
+    if not isinstance(root, str):
+        try:
+            if root < 0:
+                # Not even AT_FDCWD (-100), which would open the working directory.
+                raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+            # Not by any name: "." relative to the caller's descriptor is the
+            # very folder it holds, wherever that is now.
+            root_fd = os.open(".", _DIR_FLAGS, dir_fd=root)
+        except OSError as exc:
+            raise type(exc)(exc.errno, exc.strerror, shown_root) from exc
+        # Warnings name what the caller knows: the displayed path, else the relative one.
+        yield from _walk_tree(None, root_fd, extensions, out, out, shown_root, make)
+        return
     try:
         mode = os.stat(root).st_mode
     except (FileNotFoundError, NotADirectoryError) as exc:
@@ -221,7 +280,6 @@ def _walk(
             root_fd = os.open(root, _DIR_FLAGS & ~os.O_NOFOLLOW)
         except OSError as exc:
             raise type(exc)(exc.errno, exc.strerror, shown_root) from exc
-        out = "" if not display else display if display.endswith("/") else display + "/"
         # Warnings name what the caller knows: the displayed path, else the real one.
         warn = out if display is not None else root if root.endswith("/") else root + "/"
         yield from _walk_tree(root, root_fd, extensions, out, warn, shown_root, make)
@@ -267,23 +325,64 @@ def _read_text(path: str, flags: int, shown: str) -> str | None:
 
 
 def _read_regular(fd: int) -> bytes | None:
-    """Read an open file to its end, or give `None` if it is not a regular file."""
+    """Read an open file to its end, or give `None` if it is not a regular file.
+
+    A file is read first with one `pread` at offset 0 of `_FIRST_READ` bytes,
+    with no `fstat` (which would cost a quarter of the reading): the usual
+    file is shorter, and a short read of a regular file is its end. Only an
+    empty or full first read asks `fstat` (`_read_on`) whether it is a
+    regular file, and how much is left to read.
+
+    What the listing said was a regular file may have been swapped for
+    something else since; none of that can hang or stream forever. A FIFO
+    opens at once with O_NONBLOCK, and like a socket or terminal cannot be
+    `pread` (ESPIPE): skipped unread. So is a folder (EISDIR). A device, which
+    only root can make, is read once, without blocking, at most
+    `_FIRST_READ` bytes; it is skipped if that read is empty (`/dev/null`)
+    or full (`/dev/zero`), or holds a NUL byte, and kept only if it answered
+    with a short text, as a file would.
+
+    The walk's hot loop inlines this.
+    """
+    try:
+        data = os.pread(fd, _FIRST_READ, 0)
+    except OSError:
+        if _is_regular(fd):
+            raise
+        return None
+    return data if 0 < len(data) < _FIRST_READ else _read_on(fd, data)
+
+
+def _read_on(fd: int, data: bytes) -> bytes | None:
+    """After a first read that gave `data`, empty or as long as asked: the whole file.
+
+    Or `None` if `fd` is not a regular file after all.
+    """
     status = os.fstat(fd)
     if not stat.S_ISREG(status.st_mode):
         return None
-    size = status.st_size
-    data = os.read(fd, size + 1)
-    return data if len(data) == size else data + _read_rest(fd, size)
-
-
-def _read_rest(fd: int, size: int) -> bytes:
-    # Reading asks for one byte more than fstat said, so getting exactly that
-    # size back means the end was reached: the usual file costs one read. Here
-    # the file grew or shrank since: read on to its real end.
-    chunks = []
-    while chunk := os.read(fd, max(size, 1 << 16)):
+    if not data:
+        return data
+    # Asks for one byte more than fstat said is left, so that getting less
+    # means the end was reached: the usual long file costs one more read. A
+    # file that grew since is read on to its real end.
+    chunks = [data]
+    offset = len(data)
+    while True:
+        wanted = max(status.st_size - offset + 1, _FIRST_READ)
+        chunk = os.pread(fd, wanted, offset)
         chunks.append(chunk)
-    return b"".join(chunks)
+        offset += len(chunk)
+        if len(chunk) < wanted:
+            return b"".join(chunks)
+
+
+def _is_regular(fd: int) -> bool:
+    """Whether a read error on `fd` is worth a warning: it is a regular file (or fstat fails)."""
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        return True
 
 
 def _warn_unreadable(path: str, exc: OSError) -> None:
@@ -300,9 +399,11 @@ def _describe(exc: OSError) -> str:
 # as (whether it ignores, then regexes for: the entry's name, its whole path,
 # and what lies below a prefix), see `_compile`; once for files and once for
 # folders, since folder-only patterns (`build/`) need not be tried on files.
+# Then, for files and for folders, the sources of its name regexes when it has
+# only those, or None (see `_Rules.names`).
 _Run = tuple[bool, "re.Pattern[str] | None", "re.Pattern[str] | None", "re.Pattern[str] | None"]
 _Runs = tuple[_Run, ...]
-_Compiled = tuple[_Runs, _Runs]
+_Compiled = tuple[_Runs, _Runs, "tuple[str, ...] | None", "tuple[str, ...] | None"]
 
 # How pathspec starts a pattern without a slash (`*.log`), which matches a name
 # in any folder: "any folders, then".
@@ -358,7 +459,12 @@ def _compile(patterns: Iterable[GitIgnoreSpecPattern]) -> _Compiled | None:
         runs[-1][1].append((folders_only, kind, source))
     if not runs:
         return None
-    return _runs(runs, for_folders=False), _runs(runs, for_folders=True)
+    return (
+        _runs(runs, for_folders=False),
+        _runs(runs, for_folders=True),
+        _name_sources(runs, for_folders=False),
+        _name_sources(runs, for_folders=True),
+    )
 
 
 def _runs(runs: list[tuple[bool, list[tuple[bool, str, str]]]], *, for_folders: bool) -> _Runs:
@@ -375,6 +481,20 @@ def _runs(runs: list[tuple[bool, list[tuple[bool, str, str]]]], *, for_folders: 
                 )
             )
     return tuple(compiled)
+
+
+def _name_sources(
+    runs: list[tuple[bool, list[tuple[bool, str, str]]]], *, for_folders: bool
+) -> tuple[str, ...] | None:
+    """The sources of all name regexes, or None if some pattern needs the path."""
+    sources = []
+    for _, patterns in runs:
+        for only, kind, source in patterns:
+            if for_folders or not only:
+                if kind != "name":
+                    return None
+                sources.append(source)
+    return tuple(sources)
 
 
 def _one_name(source: str) -> bool:
@@ -394,17 +514,18 @@ def _combine(sources: list[str]) -> re.Pattern[str] | None:
 
 
 def _load_ignore_file(
-    path: str, dir_fd: int | None = None, shown: str | None = None
+    path: str, dir_fd: int | None = None, shown: str | None = None, *, follow: bool = True
 ) -> _Compiled | None:
     """Compile the ignore file at `path` (relative to `dir_fd`, if given).
 
     Returns `None` if the file is missing or has no patterns; a file that
     cannot be read, or a bad pattern, is logged as a warning naming `shown`
-    (by default `path`).
+    (by default `path`). Without `follow`, a symlink is not read (a warning).
     """
     shown = path if shown is None else shown
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+        fd = os.open(path, flags, dir_fd=dir_fd)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -438,8 +559,16 @@ def _load_ignore_file(
     return _compile(patterns)
 
 
-def _git_exclude(folder: str, dir_fd: int | None = None) -> _Compiled | None:
-    """The `info/exclude` file of the repository whose top is `folder` (open as `dir_fd`)."""
+def _git_exclude(
+    folder: str, dir_fd: int | None = None, *, confined: bool = False
+) -> _Compiled | None:
+    """The `info/exclude` file of the repository whose top is `folder` (open as `dir_fd`).
+
+    `confined` (with `dir_fd`): `folder` only names things in warnings; only
+    a `.git` folder inside is read, reached without following a symlink.
+    """
+    if confined and dir_fd is not None:
+        return _exclude_beneath(dir_fd, os.path.join(folder, ".git", "info", "exclude"))
     try:
         dot_git_mode = os.stat(
             ".git" if dir_fd is not None else os.path.join(folder, ".git"), dir_fd=dir_fd
@@ -472,25 +601,67 @@ def _git_exclude(folder: str, dir_fd: int | None = None) -> _Compiled | None:
     return _load_ignore_file(os.path.join(git_dir, "info", "exclude"))
 
 
+def _exclude_beneath(dir_fd: int, shown: str) -> _Compiled | None:
+    """`.git/info/exclude` below the folder open as `dir_fd`, following no symlink on the way."""
+    try:
+        git_fd = os.open(".git", _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None  # Missing, a file (a worktree's or submodule's), a symlink.
+    try:
+        info_fd = os.open("info", _DIR_FLAGS, dir_fd=git_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(git_fd)
+    try:
+        return _load_ignore_file("exclude", info_fd, shown, follow=False)
+    finally:
+        os.close(info_fd)
+
+
 # The compiled runs of one ignore file (see `_compile`) with the path from
 # its folder to the folder being listed ("" or ending in "/"); a chain holds
 # them deepest first.
 _Link = tuple[_Compiled, str]
 _Chain = tuple[_Link, ...]
+# For files and for folders: see `_Rules.names`.
+_Names = tuple["re.Pattern[str] | None", "re.Pattern[str] | None"]
+
+# Matches nothing: the filter of a chain with no pattern for that kind of entry.
+_NOTHING = re.compile("(?!)")
 
 
 class _Rules:
-    """The ignore files that apply in one folder, by kind."""
+    """The ignore files that apply in one folder, by kind.
 
-    __slots__ = ("chain", "excludes", "gitignores", "ignores", "in_git")
+    `confined`: the walk was given a descriptor, and uses no path; ignore
+    files are then read only inside the walked tree, never through a symlink.
+    """
 
-    def __init__(self, ignores: _Chain, gitignores: _Chain, excludes: _Chain, in_git: bool) -> None:
+    __slots__ = ("chain", "confined", "excludes", "gitignores", "ignores", "in_git", "names")
+
+    def __init__(
+        self,
+        ignores: _Chain,
+        gitignores: _Chain,
+        excludes: _Chain,
+        in_git: bool,
+        confined: bool,
+        names: _Names | None = None,
+    ) -> None:
         self.ignores = ignores
         self.gitignores = gitignores
         self.excludes = excludes
         self.in_git = in_git
+        self.confined = confined
         # The order to ask them in: the first file with a matching pattern decides.
         self.chain = ignores + gitignores + excludes if in_git else ignores
+        # For files and for folders (whose names end with "/"): a regex that
+        # every name some pattern of the chain may match matches, so that
+        # another name needs no `_skipped`; or None when some pattern needs
+        # the entry's path. It only depends on the chain's compiled files, so
+        # a folder with no ignore file of its own takes its parent's.
+        self.names = names if names is not None else _name_filters(self.chain)
 
     def enter(self, name: str, folder: str, dir_fd: int, hidden: set[str]) -> _Rules:
         """The rules in this folder's child `name`, at `folder`, open as `dir_fd`."""
@@ -502,6 +673,8 @@ class _Rules:
             _descend(self.gitignores, name),
             _descend(self.excludes, name),
             self.in_git,
+            self.confined,
+            self.names,
         )
 
     @staticmethod
@@ -513,26 +686,54 @@ class _Rules:
         gitignores: _Chain,
         excludes: _Chain,
         in_git: bool,
+        confined: bool,
+        names: _Names | None = None,
     ) -> _Rules:
-        """Add the ignore files of `folder` (open as `dir_fd`) to the rules from above it."""
+        """Add the ignore files of `folder` (open as `dir_fd`) to the rules from above it.
+
+        `names`: the name filters of the rules from above, kept if nothing is added.
+        """
+        follow = not confined
         if ".git" in hidden:
             # The top of a repository: .gitignore files above it do not count.
             in_git = True
             gitignores = ()
-            exclude = _git_exclude(folder, dir_fd)
+            exclude = _git_exclude(folder, dir_fd, confined=confined)
             excludes = ((exclude, ""),) if exclude is not None else ()
+            names = None
         if ".ignore" in hidden:
-            found = _load_ignore_file(".ignore", dir_fd, os.path.join(folder, ".ignore"))
+            shown = os.path.join(folder, ".ignore")
+            found = _load_ignore_file(".ignore", dir_fd, shown, follow=follow)
             if found is not None:
                 ignores = ((found, ""), *ignores)
+                names = None
         if in_git and ".gitignore" in hidden:
-            found = _load_ignore_file(".gitignore", dir_fd, os.path.join(folder, ".gitignore"))
+            shown = os.path.join(folder, ".gitignore")
+            found = _load_ignore_file(".gitignore", dir_fd, shown, follow=follow)
             if found is not None:
                 gitignores = ((found, ""), *gitignores)
-        return _Rules(ignores, gitignores, excludes, in_git)
+                names = None
+        return _Rules(ignores, gitignores, excludes, in_git, confined, names)
+
+
+def _name_filters(chain: _Chain) -> _Names:
+    return _name_filter(chain, for_folders=False), _name_filter(chain, for_folders=True)
+
+
+def _name_filter(chain: _Chain, *, for_folders: bool) -> re.Pattern[str] | None:
+    sources: list[str] = []
+    for compiled, _ in chain:
+        found = compiled[3] if for_folders else compiled[2]
+        if found is None:
+            return None
+        sources.extend(found)
+    # `re` caches compiled patterns: folders with the same ignore files share one.
+    return _combine(sources) or _NOTHING
 
 
 def _descend(chain: _Chain, name: str) -> _Chain:
+    if not chain:
+        return chain
     return tuple((compiled, f"{prefix}{name}/") for compiled, prefix in chain)
 
 
@@ -565,23 +766,32 @@ def _rules_above(root: str) -> _Rules:
                 break
         if not in_git:
             gitignores.clear()
-    return _Rules(tuple(ignores), tuple(gitignores), tuple(excludes), in_git)
+    return _Rules(tuple(ignores), tuple(gitignores), tuple(excludes), in_git, False)
 
 
 def _list(dir_fd: int) -> tuple[list[os.DirEntry[str]], set[str]]:
     """The entries of the folder open as `dir_fd` but `.git`, by name, and its hidden names."""
     with os.scandir(dir_fd) as scan:
         entries = sorted(scan, key=_by_name)
-    hidden = {entry.name for entry in entries if entry.name[0] == "."}
-    if ".git" in hidden:
+    # Sorted, the hidden names are together: from the first name >= "." on
+    # while they start with "." (no name holds a "/", which sorts next).
+    hidden = set()
+    dot_git = -1
+    index = bisect.bisect_left(entries, ".", key=_by_name)
+    while index < len(entries) and (name := entries[index].name)[0] == ".":
+        hidden.add(name)
+        if name == ".git":
+            dot_git = index
+        index += 1
+    if dot_git >= 0:
         # Never listed, even where ripgrep would (when an ignore file
         # re-includes hidden folders): git's internals are no one's text files.
-        entries = [entry for entry in entries if entry.name != ".git"]
+        del entries[dot_git]
     return entries, hidden
 
 
 def _walk_tree(
-    root: str,
+    root: str | None,
     root_fd: int,
     extensions: frozenset[str] | None,
     out: str,
@@ -591,38 +801,49 @@ def _walk_tree(
 ) -> Iterator[_T]:
     """Yield `make(out + relative path, text)` for the text files below the folder `root`.
 
-    Takes over `root_fd`, the open root folder, and closes it. This is the hot
-    loop: syscalls only to open and list folders and to open, fstat, read and
-    close files (scandir's d_type says what an entry is), and ignore patterns
-    only tried where some ignore file applies.
+    Takes over `root_fd`, the open root folder, and closes it. `root` is its
+    path, or None when it was given as a descriptor: then no path is ever
+    used, and only ignore files inside the tree count (see `_Rules`).
+
+    This is the hot loop: syscalls only to open and list folders and to open,
+    read and close files (scandir's d_type says what an entry is), and ignore
+    patterns only tried where some ignore file applies, and on files or
+    folders only when their name may match (`_Rules.names`).
     """
     # One frame per folder being listed: its descriptor, what is left of its
     # entries, its path relative to root ("" or ending in "/"), the prefix of
     # the paths yielded for its files, and its ignore rules.
     stack: list[tuple[int, Iterator[os.DirEntry[str]], str, str, _Rules]] = []
+    # Ignore files are named in warnings below this folder.
+    named_root = warn if root is None else root
     try:
         try:
             entries, hidden = _list(root_fd)
         except OSError as exc:
             raise type(exc)(exc.errno, exc.strerror, shown_root) from exc
-        above = _rules_above(root)
-        rules = _Rules.local(
-            root, root_fd, hidden, above.ignores, above.gitignores, above.excludes, above.in_git
-        )
+        if root is None:
+            rules = _Rules.local(named_root, root_fd, hidden, (), (), (), False, True)
+        else:
+            above = _rules_above(root)
+            rules = _Rules.local(
+                root,
+                root_fd,
+                hidden,
+                above.ignores,
+                above.gitignores,
+                above.excludes,
+                above.in_git,
+                False,
+            )
         stack.append((root_fd, iter(entries), "", out, rules))
         root_fd = -1
         multi = tuple("." + e for e in extensions if "." in e) if extensions is not None else ()
-        os_open, fstat, os_read, os_close, is_reg = (
-            os.open,
-            os.fstat,
-            os.read,
-            os.close,
-            stat.S_ISREG,
-        )
-        read_flags, dir_flags = _READ_FLAGS, _DIR_FLAGS
+        os_open, os_pread, os_close = os.open, os.pread, os.close
+        read_flags, dir_flags, first_read = _READ_FLAGS, _DIR_FLAGS, _FIRST_READ
         while stack:
             dir_fd, remaining, relative, out_folder, rules = stack[-1]
             chain = rules.chain
+            file_names, dir_names = rules.names
             for entry in remaining:
                 name = entry.name
                 if not chain and name[0] == ".":
@@ -635,7 +856,11 @@ def _walk_tree(
                     _warn_unreadable(warn + relative + name, exc)
                     continue
                 if is_dir:
-                    if chain and _skipped(chain, name, True):
+                    if chain and (
+                        name[0] == "."
+                        if dir_names is not None and dir_names.fullmatch(name + "/") is None
+                        else _skipped(chain, name, True)
+                    ):
                         continue
                     try:
                         child_fd = os_open(name, dir_flags, dir_fd=dir_fd)
@@ -645,7 +870,7 @@ def _walk_tree(
                     try:
                         child_entries, child_hidden = _list(child_fd)
                         child = f"{relative}{name}/"
-                        folder = os.path.join(root, child)
+                        folder = os.path.join(named_root, child)
                         child_rules = rules.enter(name, folder, child_fd, child_hidden)
                     except OSError as exc:
                         os_close(child_fd)
@@ -666,7 +891,11 @@ def _walk_tree(
                         name[dot + 1 :] not in extensions and not (multi and name.endswith(multi))
                     ):
                         continue
-                if chain and _skipped(chain, name, False):
+                if chain and (
+                    name[0] == "."
+                    if file_names is not None and file_names.fullmatch(name) is None
+                    else _skipped(chain, name, False)
+                ):
                     continue
                 try:
                     fd = os_open(name, read_flags, dir_fd=dir_fd)
@@ -675,19 +904,19 @@ def _walk_tree(
                     continue
                 try:
                     # `_read_regular`, inlined: this runs for every file.
-                    status = fstat(fd)
-                    if not is_reg(status.st_mode):
-                        continue
-                    size = status.st_size
-                    data = os_read(fd, size + 1)
-                    if len(data) != size:
-                        data += _read_rest(fd, size)
+                    data = os_pread(fd, first_read, 0)
+                    if not 0 < len(data) < first_read:
+                        whole = _read_on(fd, data)
+                        if whole is None:
+                            continue  # Not a regular file after all.
+                        data = whole
                 except OSError as exc:
-                    _warn_unreadable(warn + relative + name, exc)
+                    if _is_regular(fd):
+                        _warn_unreadable(warn + relative + name, exc)
                     continue
                 finally:
                     os_close(fd)
-                if b"\0" not in data:
+                if 0 not in data:  # Faster than `b"\0" in data`: no buffer for the needle.
                     yield make(out_folder + name, data.decode("utf-8", "replace"))
             else:
                 stack.pop()

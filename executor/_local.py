@@ -7,10 +7,12 @@ import errno
 import itertools
 import math
 import os
+import posixpath
 import signal
 import stat
 import tempfile
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
@@ -20,10 +22,16 @@ import attrs
 from executor._base import LoadedFile, Sink, ToolExecutor, call_sink
 from executor._commands import Command, Env, Exec, ReadFile, Shell, StrPath, WriteFile
 from executor._commands import _timeout as _timeout_seconds
+from executor._confine import (
+    check_spelling,
+    open_beneath,
+    open_dir_beneath,
+    relative_to_workdir,
+)
 from executor._errors import CommandError, ExecutorError, NonZeroExit, TimedOut
-from executor._files import normalise_extensions, stream_text_files
+from executor._files import _wanted, normalise_extensions, stream_text_files
 from executor._output import CommandOutput, OutputBuffer, Stderr, Stdout
-from executor._process import ProcessRun, kill_tree, spawn
+from executor._process import ProcessRun, boot_clock, kill_tree, spawn
 
 __all__ = ["DEFAULT_OUTPUT_LIMIT", "LocalExecutor"]
 
@@ -37,6 +45,8 @@ _FILE_BLOCK = 1 << 20
 # Exit codes for a program that could not be started, as POSIX shells report them.
 _NOT_FOUND = 127
 _NOT_EXECUTABLE = 126
+# How many names a confined write tries for its temporary file before giving up.
+_TEMPORARY_NAMES = 100
 
 
 def _absolute(path: StrPath) -> str:
@@ -75,6 +85,25 @@ class LocalExecutor(ToolExecutor):
     SIGKILL, and is reaped before the call returns. A background job that
     outlives its command (`nohup server >log 2>&1 &`) runs until `aclose()`.
 
+    With `confine=True` the executor's own file operations (`read_file`,
+    `write_file`, `stream_files`) and the folder each shell or argv command
+    starts in never leave `workdir`: not through `..` in any spelling, an
+    absolute path, a symlink that points out, nor a symlink swapped in between
+    a check and the use. The workdir is opened once, at first use, and every
+    path is resolved beneath that descriptor (`openat2` with
+    `RESOLVE_BENEATH`, or an `O_NOFOLLOW` walk by the same rules where the
+    kernel lacks it; see `executor._confine`). Symlinks are followed while
+    they stay inside; an absolute symlink is refused even when it points
+    inside, as the kernel does. A path that would leave, and spellings meant
+    as something else (`~`, `$HOME`, Unicode look-alikes of `.` and `/`), are
+    refused with `PolicyDenied` naming the path and the reason. An absolute
+    path is accepted when it lies in the workdir. The workdir must exist at
+    first use, and stays the directory opened then (a workdir renamed or
+    replaced later is not followed). Confinement is by path, not inode: a hard
+    link inside to a file outside is inside. It does NOT confine what a
+    command does once running: `cat /etc/passwd` or `cd ..` in a script is
+    the job of an OS sandbox.
+
     Args:
         workdir: Where commands start; made absolute when the executor is built.
         default_timeout: Seconds for commands without a timeout of their own.
@@ -89,6 +118,8 @@ class LocalExecutor(ToolExecutor):
         kill_grace: Seconds between SIGTERM and SIGKILL when a tree is killed.
         drain_timeout: After a command exits, how long to go on reading while
             a background process still holds its output pipes.
+        confine: Keep file operations and commands' starting folders inside
+            `workdir`, as above.
 
     """
 
@@ -104,14 +135,26 @@ class LocalExecutor(ToolExecutor):
     )
     kill_grace: float = attrs.field(default=1.0, kw_only=True, validator=_non_negative)
     drain_timeout: float = attrs.field(default=0.1, kw_only=True, validator=_non_negative)
+    confine: bool = attrs.field(default=False, kw_only=True)
     # The tag's owner pid lets tools tell whose processes they are, and whether the owner is gone.
     _id: str = attrs.field(
         init=False, factory=lambda: f"{os.getpid()}:{uuid.uuid4().hex}", repr=False
     )
     _serial: itertools.count[int] = attrs.field(init=False, factory=itertools.count, repr=False)
     _closed: bool = attrs.field(init=False, default=False, repr=False)
+    # No process of ours started before the executor was built.
+    _created: float = attrs.field(init=False, factory=boot_clock, repr=False)
+    # Confined only: the workdir's O_PATH descriptor, and what closes it once
+    # (at aclose, or when the executor is collected without one).
+    _root: int | None = attrs.field(init=False, default=None, repr=False)
+    _release: weakref.finalize[[int], LocalExecutor] | None = attrs.field(
+        init=False, default=None, repr=False
+    )
+    _workdirs: tuple[str, ...] = attrs.field(init=False, default=(), repr=False)
 
     def __repr__(self) -> str:
+        if self.confine:
+            return f"LocalExecutor({self.workdir!r}, confine=True)"
         return f"LocalExecutor({self.workdir!r})"
 
     async def exec_cmd(self, cmd: Command) -> CommandOutput:
@@ -127,21 +170,54 @@ class LocalExecutor(ToolExecutor):
     ) -> AsyncIterator[LoadedFile]:
         """Yield the text files below `path` (relative to `workdir`); see `ToolExecutor`."""
         self._check_open()
+        raw = os.fspath(path)
         # Paths come back as the caller would write them: "src/a.py", not "./src/a.py".
-        display = os.path.normpath(os.fspath(path))  # noqa: ASYNC240 (string only)
+        display = os.path.normpath(raw)  # noqa: ASYNC240 (string only)
         if display == ".":
             display = ""
         wanted = normalise_extensions(extensions)
-        async for loaded in stream_text_files(
-            os.path.join(self.workdir, display or "."), display, extensions=wanted
-        ):
-            yield loaded
+        if not self.confine:
+            async for loaded in stream_text_files(
+                os.path.join(self.workdir, display or "."), display, extensions=wanted
+            ):
+                yield loaded
+            return
+        relative = self._beneath(raw, raw)
+        root = self._root_fd()
+        try:
+            target, mode = await anyio.to_thread.run_sync(_open_listing_root, root, relative, raw)
+        finally:
+            os.close(root)
+        try:
+            walked: str | int
+            if stat.S_ISDIR(mode):
+                # The walk gets the folder as the descriptor opened beneath the
+                # workdir and follows no symlink below it, so it cannot leave.
+                # In this mode it applies only ignore files inside the folder.
+                walked = target
+            elif stat.S_ISREG(mode):
+                # A file named as the root is listed by itself, as unconfined.
+                # The walk reads it through the magic link, which reaches the
+                # very file opened beneath, not whatever its path names now;
+                # the extension is judged on its name, which that link hides.
+                if not _wanted(posixpath.basename(display), wanted):
+                    return
+                walked, wanted = f"/proc/self/fd/{target}", None
+            else:
+                return  # A FIFO, socket or device is no file to list, as unconfined.
+            async for loaded in stream_text_files(walked, display, extensions=wanted):
+                yield loaded
+        finally:
+            os.close(target)
 
     async def aclose(self) -> None:
         """Kill every process this executor started that still runs, then refuse new commands."""
         self._closed = True
         with anyio.CancelScope(shield=True):
-            await kill_tree(f"{self._id}/", prefix=True, grace=self.kill_grace)
+            await kill_tree(f"{self._id}/", prefix=True, grace=self.kill_grace, since=self._created)
+        if self._release is not None:
+            # Calls in flight hold duplicates of their own, so closing is safe now.
+            self._release()
 
     def environment(self, cmd: Command | None = None) -> dict[str, str]:
         """The environment `cmd` runs with.
@@ -158,7 +234,12 @@ class LocalExecutor(ToolExecutor):
         return env
 
     def resolve(self, cmd: Command, path: StrPath | None = None) -> str:
-        """The absolute directory `cmd` runs in, or `path` resolved against it."""
+        """The absolute directory `cmd` runs in, or `path` resolved against it.
+
+        This is the text only. A confined executor does not open this path:
+        it resolves the same text beneath its workdir's descriptor, or
+        refuses it.
+        """
         directory = self.workdir
         if cmd.current_dir is not None:
             directory = os.path.join(directory, cmd.current_dir)
@@ -167,6 +248,55 @@ class LocalExecutor(ToolExecutor):
     def _check_open(self) -> None:
         if self._closed:
             raise ExecutorError("the executor is closed")
+
+    def _root_fd(self) -> int:
+        """A new descriptor of the workdir (confined), for one call to use and close.
+
+        The workdir is opened once, at first use. Each call gets a duplicate,
+        so `aclose()` can close the original while a worker thread is still
+        resolving a path: the number it uses cannot be closed and reused under
+        it for another directory.
+        """
+        return os.dup(self._open_root())
+
+    def _open_root(self) -> int:
+        """The workdir's own descriptor (confined), opened at the first call."""
+        self._check_open()
+        if self._root is None:
+            try:
+                root = os.open(self.workdir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError as error:
+                raise ExecutorError(
+                    f"cannot open the workdir {self.workdir}: {error.strerror}"
+                ) from error
+            self._root = root
+            self._release = weakref.finalize(self, os.close, root)
+            # Absolute paths may name the workdir as configured or as the OS
+            # reports it (`pwd` in a command prints the real path). Either
+            # spelling only decides what is relative to the descriptor.
+            real = os.path.realpath(self.workdir)
+            self._workdirs = tuple(dict.fromkeys((self.workdir, real)))
+        return self._root
+
+    def _shown(self, cmd: Command, path: StrPath | None = None) -> str:
+        """How a refusal names what `cmd` asked for: its path joined onto its `current_dir`."""
+        parts = [cmd.current_dir, None if path is None else os.fspath(path)]
+        given = [part for part in parts if part is not None]
+        return os.path.join(*given) if given else "."
+
+    def _beneath(self, shown: str, *given: str | None) -> str:
+        """The path made of `given` (current_dir, path), relative to the workdir, or refused.
+
+        Raises:
+            PathRefused: A spelling is refused, or the text alone leaves the workdir.
+
+        """
+        for raw in given:
+            if raw is not None:
+                check_spelling(raw, shown)
+        self._open_root()
+        joined = os.path.join(self.workdir, *(raw for raw in given if raw is not None))
+        return relative_to_workdir(joined, self._workdirs, shown)
 
     def _timeout(self, cmd: Command) -> float | None:
         return cmd.timeout if cmd.timeout is not None else self.default_timeout
@@ -196,8 +326,26 @@ class LocalExecutor(ToolExecutor):
     async def _process(
         self, cmd: Command, argv: Iterable[str], stdin: bytes | None, sink: Sink | None
     ) -> CommandOutput:
-        cwd = self.resolve(cmd)
         started = anyio.current_time()
+        held: int | None = None
+        if self.confine:
+            try:
+                held = self._open_current_dir(cmd)
+            except OSError as error:
+                if error.errno in _RESOURCE_ERRORS:
+                    raise ExecutorError(f"cannot start a process: {error.strerror}") from error
+                failure = _spawn_failure(error, argv, self.resolve(cmd), started)
+                await _report_failure(sink, failure)
+                raise failure from error
+            # The child's chdir follows this magic link to exactly the folder
+            # opened beneath the workdir; no path is resolved again. CPython's
+            # child does the chdir before it closes inherited descriptors
+            # (_posixsubprocess.c, child_exec), and fork copies every
+            # descriptor, so the close-on-exec one is there to chdir through
+            # and is still closed before the program runs.
+            cwd = f"/proc/self/fd/{held}"
+        else:
+            cwd = self.resolve(cmd)
         try:
             spawned = spawn(
                 argv,
@@ -216,6 +364,9 @@ class LocalExecutor(ToolExecutor):
             failure = _spawn_failure(error, argv, cwd if cwd_failed else None, started)
             await _report_failure(sink, failure)
             raise failure from error
+        finally:
+            if held is not None:
+                os.close(held)
         run = ProcessRun(
             spawned,
             stdin=stdin,
@@ -232,13 +383,47 @@ class LocalExecutor(ToolExecutor):
             raise NonZeroExit(_failure_message(output), output)
         return output
 
+    def _open_current_dir(self, cmd: Command) -> int:
+        """Open the folder `cmd` starts in beneath the workdir (confined).
+
+        Done in the event loop's thread, like the spawn it precedes: both are
+        a handful of system calls.
+
+        Raises:
+            PathRefused: `current_dir` leaves the workdir.
+            OSError: It is missing or not a folder.
+
+        """
+        shown = self._shown(cmd)
+        relative = self._beneath(shown, cmd.current_dir)
+        root = self._root_fd()
+        try:
+            folder = open_dir_beneath(root, relative, shown=shown)
+        finally:
+            os.close(root)
+        if not os.path.isdir(f"/proc/self/fd/{folder}"):
+            # Without /proc the child could only be sent there by path; fail closed.
+            os.close(folder)
+            raise ExecutorError("a confined executor needs /proc to start commands")
+        return folder
+
     async def _read_file(self, cmd: ReadFile, sink: Sink | None) -> CommandOutput:
-        path = self.resolve(cmd, cmd.path)
         started = anyio.current_time()
         timeout = self._timeout(cmd)
         buffer = OutputBuffer(self.output_limit)
         try:
-            fd = await anyio.to_thread.run_sync(_open_regular_file, path)
+            if self.confine:
+                shown = self._shown(cmd, cmd.path)
+                relative = self._beneath(shown, cmd.current_dir, cmd.path)
+                root = self._root_fd()
+                try:
+                    fd = await anyio.to_thread.run_sync(
+                        _open_regular_file_beneath, root, relative, shown
+                    )
+                finally:
+                    os.close(root)
+            else:
+                fd = await anyio.to_thread.run_sync(_open_regular_file, self.resolve(cmd, cmd.path))
         except OSError as error:
             raise await _file_failure(error, cmd.path, started, sink) from error
         try:
@@ -265,10 +450,22 @@ class LocalExecutor(ToolExecutor):
     async def _write_file(self, cmd: WriteFile, sink: Sink | None) -> CommandOutput:
         # Writes are not abandoned on timeout or cancellation: a write reported
         # as failed must not land later. They are bounded by the content size.
-        path = self.resolve(cmd, cmd.path)
         started = anyio.current_time()
         try:
-            await anyio.to_thread.run_sync(write_atomically, path, cmd.content)
+            if self.confine:
+                shown = self._shown(cmd, cmd.path)
+                relative = self._beneath(shown, cmd.current_dir, cmd.path)
+                root = self._root_fd()
+                try:
+                    await anyio.to_thread.run_sync(
+                        write_beneath, root, relative, cmd.content, shown
+                    )
+                finally:
+                    os.close(root)
+            else:
+                await anyio.to_thread.run_sync(
+                    write_atomically, self.resolve(cmd, cmd.path), cmd.content
+                )
         except OSError as error:
             raise await _file_failure(error, cmd.path, started, sink) from error
         return CommandOutput(duration=anyio.current_time() - started)
@@ -276,7 +473,32 @@ class LocalExecutor(ToolExecutor):
 
 def _open_regular_file(path: str) -> int:
     # O_NONBLOCK: opening a FIFO must not hang waiting for a writer.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    return _regular(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+
+
+def _open_regular_file_beneath(root: int, path: str, shown: str) -> int:
+    # The open itself is the check: the kernel (or the walk) refuses, as part
+    # of resolving, any step out of the workdir, so nothing can be swapped in
+    # between a check and the use.
+    return _regular(open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK, shown=shown))
+
+
+def _open_listing_root(root: int, path: str, shown: str) -> tuple[int, int]:
+    # An O_PATH descriptor of what `path` names beneath `root`, and its type.
+    try:
+        fd = open_beneath(root, path, os.O_PATH, shown=shown)
+    except (FileNotFoundError, NotADirectoryError) as error:
+        # Named as the caller gave it, as the unconfined walk names a missing root.
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), shown) from error
+    try:
+        return fd, os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _regular(fd: int) -> int:
+    # Refuse what a read would make no sense of, and make reads blocking again.
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
@@ -339,6 +561,91 @@ def write_atomically(path: str, content: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def write_beneath(root: int, path: str, content: bytes, shown: str) -> None:
+    """`write_atomically`, for `path` beneath the directory descriptor `root`.
+
+    The parent folder is opened beneath `root` (made one level at a time
+    where missing); the temporary file is created in it by a plain name with
+    `O_CREAT | O_EXCL` (which follows no symlink), and renamed over the target
+    relative to the same descriptor. `rename` replaces a symlink at the
+    target rather than following it, so one swapped in at any moment cannot
+    redirect the write. A symlink found there beforehand is replaced too, as
+    `write_atomically` does, unless it leads outside `root`: that is refused,
+    so the model learns the path leads out instead of seeing the link vanish.
+
+    Args:
+        root: The workdir's descriptor.
+        path: Relative to `root`, already checked by `relative_to_workdir`.
+        content: The bytes to write.
+        shown: How to name the path in a refusal.
+
+    Raises:
+        PathRefused: The parent, or a symlink at the target, leads outside.
+        OSError: The write failed; nothing was replaced.
+
+    """
+    directory, name = posixpath.split(path)
+    if not name or name in (".", ".."):
+        # Checked before any folder is made: a refused write changes nothing.
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+    parent = open_dir_beneath(root, directory or ".", shown=shown, create=True)
+    try:
+        try:
+            existing = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            mode = 0o666 & ~_umask()
+        else:
+            if stat.S_ISDIR(existing.st_mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+            if stat.S_ISLNK(existing.st_mode):
+                _refuse_if_outside(root, path, shown)
+            mode = (
+                stat.S_IMODE(existing.st_mode)
+                if stat.S_ISREG(existing.st_mode)
+                else 0o666 & ~_umask()
+            )
+        fd, temporary = _temporary_file(parent, name)
+        try:
+            with open(fd, "wb", closefd=True) as file:
+                file.write(content)
+                os.fchmod(file.fileno(), mode)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary, dir_fd=parent)
+            raise
+    finally:
+        os.close(parent)
+
+
+def _refuse_if_outside(root: int, path: str, shown: str) -> None:
+    # Resolve the symlink beneath the root without using what it finds: only
+    # whether it leads out matters (a dangling one inside is fine to replace).
+    with contextlib.suppress(OSError):
+        os.close(open_beneath(root, path, os.O_PATH, shown=shown))
+
+
+def _temporary_file(directory: int, name: str) -> tuple[int, str]:
+    # As mkstemp, but relative to a descriptor: O_EXCL never follows a symlink
+    # and never opens a file someone else made. A short prefix keeps the name
+    # within NAME_MAX when the target's is.
+    for _ in range(_TEMPORARY_NAMES):
+        temporary = f".{name[:32]}.{uuid.uuid4().hex[:12]}.tmp"
+        try:
+            fd = os.open(
+                temporary,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=directory,
+            )
+        except FileExistsError:
+            continue
+        return fd, temporary
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name", name)
 
 
 async def _report_failure(sink: Sink | None, failure: CommandError) -> None:

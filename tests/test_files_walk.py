@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import tempfile
 import textwrap
 from collections.abc import AsyncGenerator, Generator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,7 +24,13 @@ from hypothesis import strategies as st
 
 from executor._base import LoadedFile
 from executor._errors import InvalidArgument
-from executor._files import _BATCH_FILES, iter_text_files, normalise_extensions, stream_text_files
+from executor._files import (
+    _BATCH_FILES_FIRST,
+    _FIRST_READ,
+    iter_text_files,
+    normalise_extensions,
+    stream_text_files,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -54,6 +62,21 @@ def make_repo(root: Path, tree: Tree) -> Path:
 def walk(root: Path, extensions: frozenset[str] | None = None) -> list[str]:
     """The relative paths `iter_text_files` yields for `root`, in order."""
     return [path for path, _ in iter_text_files(str(root), extensions=extensions)]
+
+
+def walk_fd(fd: int, extensions: frozenset[str] | None = None) -> list[str]:
+    """The relative paths `iter_text_files` yields for the root open as `fd`, in order."""
+    return [path for path, _ in iter_text_files(fd, extensions=extensions)]
+
+
+@contextlib.contextmanager
+def open_folder(path: Path, flags: int = os.O_RDONLY) -> Generator[int, None, None]:
+    """The folder at `path`, open as a descriptor (with `flags`) while in the block."""
+    fd = os.open(path, flags | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def rg_files(root: Path) -> set[str]:
@@ -293,6 +316,16 @@ def test_binary_files_are_skipped(tmp_path: Path) -> None:
     assert dict(iter_text_files(str(tmp_path), extensions=None)) == {"empty": "", "t.txt": "t"}
 
 
+def test_files_longer_than_the_first_read_are_read_whole(tmp_path: Path) -> None:
+    """A file is read whole whatever its size around the first read's; a late NUL still counts."""
+    sizes = [0, 1, _FIRST_READ - 1, _FIRST_READ, _FIRST_READ + 1, 3 * _FIRST_READ + 7]
+    tree: dict[str, str | bytes] = {
+        f"f{size:07}.txt": ("0123456789" * (size // 10 + 1))[:size] for size in sizes
+    }
+    make_tree(tmp_path, {**tree, "late.bin": b"x" * (_FIRST_READ + 10) + b"\0"})
+    assert dict(iter_text_files(str(tmp_path), extensions=None)) == tree
+
+
 def test_non_utf8_text_is_kept_with_replacement(tmp_path: Path) -> None:
     """A latin-1 file is text: its invalid UTF-8 bytes become U+FFFD, the rest is kept."""
     make_tree(tmp_path, {"latin.txt": "café\n".encode("latin-1"), "bom.txt": b"\xef\xbb\xbfhi"})
@@ -384,6 +417,62 @@ def test_fifos_and_sockets_are_skipped_without_opening(
         assert walk(tmp_path / "fifo") == []
 
 
+class SwappedEntry:
+    """A listed entry that says it is a regular file, whatever took its place since."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def is_file(self, *, follow_symlinks: bool = True) -> bool:
+        return True
+
+    def is_dir(self, *, follow_symlinks: bool = True) -> bool:
+        return False
+
+
+@pytest.mark.timeout(30)
+def test_what_replaced_a_listed_file_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A FIFO, folder or device found where the listing saw a file is skipped: no hang, no read.
+
+    The listing is made to call every entry a regular file, as it did just
+    before each was swapped in. A FIFO (with a writer and data waiting, or
+    none) is neither blocked on nor read from; a device, made only when the
+    tests run as root, is at most read once, boundedly, and never yielded.
+    """
+    make_tree(tmp_path, {"a.txt": "a", "folder/x.txt": "x", "z.txt": "z"})
+    os.mkfifo(tmp_path / "fifo")
+    os.mkfifo(tmp_path / "fifo-with-data")
+    for name, device in (("null", os.makedev(1, 3)), ("zero", os.makedev(1, 5))):
+        with contextlib.suppress(PermissionError):
+            os.mknod(tmp_path / name, stat.S_IFCHR | 0o666, device)
+    scandir = os.scandir
+
+    def listing_all_files(path: Any = ".") -> Any:
+        if not isinstance(path, int):
+            return scandir(path)
+        with scandir(path) as entries:
+            return contextlib.nullcontext([SwappedEntry(entry.name) for entry in entries])
+
+    # Both ends, so that opening it never waits, and what is written stays to be read back.
+    fifo = os.open(tmp_path / "fifo-with-data", os.O_RDWR | os.O_NONBLOCK)
+    try:
+        os.write(fifo, b"fifo data\n")
+        monkeypatch.setattr(os, "scandir", listing_all_files)
+        with caplog.at_level(logging.WARNING, logger="executor"):
+            assert list(iter_text_files(str(tmp_path), extensions=None)) == [
+                ("a.txt", "a"),
+                ("z.txt", "z"),
+            ]
+        monkeypatch.undo()
+        assert os.read(fifo, 100) == b"fifo data\n"
+    finally:
+        os.close(fifo)
+    # Skipped as quietly as when the listing shows them for what they are.
+    assert not caplog.records
+
+
 UNREADABLE_SCRIPT = textwrap.dedent(
     """
     import json, logging, os, sys
@@ -450,10 +539,10 @@ def test_order_is_sorted_depth_first(tmp_path: Path) -> None:
     assert walk(tmp_path) == ["B", "a", "b/1", "b/2", "b/a/x", "b0", "c"]
 
 
-@pytest.mark.slow
 async def test_stream_yields_loaded_files_in_walk_order(tmp_path: Path) -> None:
     """stream_text_files yields the walk's files, across batches, under the displayed root."""
-    count = 2 * _BATCH_FILES + 3  # Three batches, the last one short.
+    # Three batches (each twice as long as the one before), the last one short.
+    count = 3 * _BATCH_FILES_FIRST + 3
     make_tree(tmp_path, {f"d{i % 7}/f{i:04}.txt": f"{i}\n" for i in range(count)})
     expected = [
         LoadedFile(path=f"shown/{path}", content=content)
@@ -468,7 +557,7 @@ async def test_stream_yields_loaded_files_in_walk_order(tmp_path: Path) -> None:
 
 async def test_stream_closed_early(tmp_path: Path) -> None:
     """A consumer may stop after the first file; closing the stream ends the walk cleanly."""
-    make_tree(tmp_path, {f"f{i:04}.txt": "x" for i in range(_BATCH_FILES + 1)})
+    make_tree(tmp_path, {f"f{i:04}.txt": "x" for i in range(_BATCH_FILES_FIRST + 1)})
     stream = stream_text_files(str(tmp_path), "", extensions=None)
     assert isinstance(stream, AsyncGenerator)
     async with contextlib.aclosing(stream):
@@ -544,6 +633,105 @@ def test_matches_ripgrep_on_a_rich_tree(tmp_path: Path) -> None:
     assert "nested/x.log" in ours  # The inner repository does not read the outer .gitignore.
     for below in ("sub", "src", "nested"):
         assert set(walk(tmp_path / below)) == rg_files(tmp_path / below)
+
+
+@pytest.mark.parametrize("flags", [os.O_RDONLY, os.O_PATH], ids=["O_RDONLY", "O_PATH"])
+async def test_descriptor_root_walks_like_its_path(tmp_path: Path, flags: int) -> None:
+    """A root given as an open folder descriptor yields what its path yields, nothing above it."""
+    root = make_tree(tmp_path / "root", RICH_TREE)
+    (root / "link.txt").symlink_to(root / "top.txt")
+    by_path = list(iter_text_files(str(root), extensions=None))
+    assert len(by_path) > 5
+    python = frozenset({"py"})
+    with open_folder(root, flags) as fd:
+        assert list(iter_text_files(fd, extensions=None)) == by_path
+        assert walk_fd(fd, python) == walk(root, python) == ["src/main.py", "src/util/helpers.py"]
+        streamed = [f async for f in stream_text_files(fd, "shown", extensions=None)]
+    assert streamed == [LoadedFile(f"shown/{path}", content) for path, content in by_path]
+
+
+def test_descriptor_root_stays_the_callers(tmp_path: Path) -> None:
+    """The walk never closes nor moves the caller's descriptor, and leaves none of its own open."""
+    make_tree(tmp_path, {"a/b/c.txt": "c", "a/d.txt": "d", "e.txt": "e"})
+    before = open_descriptors()
+    with open_folder(tmp_path) as fd:
+        assert walk_fd(fd) == ["a/b/c.txt", "a/d.txt", "e.txt"]
+        partial = iter_text_files(fd, extensions=None)
+        assert isinstance(partial, Generator)
+        assert next(partial)[0] == "a/b/c.txt"
+        partial.close()
+        # Still open, and still at its first entry: the walk read through its own.
+        assert stat.S_ISDIR(os.fstat(fd).st_mode)
+        assert os.lseek(fd, 0, os.SEEK_CUR) == 0
+        assert sorted(os.listdir(fd)) == ["a", "e.txt"]
+        assert walk_fd(fd) == ["a/b/c.txt", "a/d.txt", "e.txt"]
+    assert open_descriptors() == before
+
+
+def test_descriptor_root_renamed_still_walks_its_tree(tmp_path: Path) -> None:
+    """A descriptor names its folder, not a path: renamed, another in its old place, it still is."""
+    make_tree(tmp_path / "root", {"mine.txt": "mine", "sub/deep.txt": "deep"})
+    with open_folder(tmp_path / "root") as fd:
+        (tmp_path / "root").rename(tmp_path / "moved")
+        make_tree(tmp_path / "root", {"other.txt": "other", ".ignore": "*.txt\n"})
+        assert list(iter_text_files(fd, extensions=None)) == [
+            ("mine.txt", "mine"),
+            ("sub/deep.txt", "deep"),
+        ]
+
+
+def test_descriptor_root_reads_ignore_files_inside_only(tmp_path: Path) -> None:
+    """From a descriptor, no ignore file above the root counts, and .gitignore files only in a repo.
+
+    The root is in a repository (for .gitignore files) only if it holds a `.git`.
+    """
+    make_repo(
+        tmp_path, {".ignore": "*.tmp\n", ".gitignore": "*.md\n", ".git/info/exclude": "*.log\n"}
+    )
+    sub = make_tree(
+        tmp_path / "sub",
+        {".gitignore": "*.txt\n", "a.tmp": "", "a.md": "", "a.log": "", "a.txt": "", "a.py": ""},
+    )
+    assert walk(sub) == ["a.py"]
+    with open_folder(sub) as fd:
+        assert walk_fd(fd) == ["a.log", "a.md", "a.py", "a.tmp", "a.txt"]
+    (sub / ".git").write_text(f"gitdir: {tmp_path}/.git\n")  # Only its own exclude file is read.
+    with open_folder(sub) as fd:
+        assert walk_fd(fd) == ["a.log", "a.md", "a.py", "a.tmp"]
+
+
+def test_descriptor_root_reads_no_ignore_file_through_a_symlink(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """From a descriptor, a symlinked ignore file or `.git` is not read; from a path it is."""
+    outside = make_tree(tmp_path / "outside", {"ignore": "*.txt\n", "git/info/exclude": "*.md\n"})
+    root = make_tree(tmp_path / "root", {"a.txt": "", "a.md": "", "a.py": ""})
+    (root / ".ignore").symlink_to(outside / "ignore")
+    (root / ".git").symlink_to(outside / "git", target_is_directory=True)
+    assert walk(root) == ["a.py"]
+    with open_folder(root) as fd, caplog.at_level(logging.WARNING, logger="executor"):
+        assert walk_fd(fd) == ["a.md", "a.py", "a.txt"]
+    assert [record.getMessage() for record in caplog.records] == [
+        "stream_files could not read ignore file .ignore: Too many levels of symbolic links (ELOOP)"
+    ]
+
+
+async def test_descriptor_root_that_is_no_folder(tmp_path: Path) -> None:
+    """A descriptor of a file raises NotADirectoryError; a negative one, EBADF (not the cwd)."""
+    (tmp_path / "f.txt").write_text("f")
+    fd = os.open(tmp_path / "f.txt", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        with pytest.raises(NotADirectoryError):
+            walk_fd(fd)
+        stream = stream_text_files(fd, "shown", extensions=None)
+        with pytest.raises(NotADirectoryError, match="shown"):
+            await anext(stream)
+    finally:
+        os.close(fd)
+    for bad in (-1, -100):  # -100 is AT_FDCWD.
+        with pytest.raises(OSError, match="Bad file descriptor") as raised:
+            walk_fd(bad)
+        assert raised.value.errno == errno.EBADF
 
 
 NAMES = ["a", "b", "c.py", "d.txt", "e.log", ".h", "a.b"]
@@ -636,6 +824,9 @@ def test_every_listed_file_is_visible_text(case: tuple[dict[str, str], list[str]
         root = Path(directory)
         _write_random_tree(root, case)
         listed = list(iter_text_files(directory, extensions=None))
+        with open_folder(root) as fd:
+            # Nothing above a temporary folder counts: from a descriptor, the same.
+            assert list(iter_text_files(fd, extensions=None)) == listed
         paths = [path for path, _ in listed]
         assert len(set(paths)) == len(paths)
         for path, content in listed:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
+from executor import LocalExecutor
 from executor._process import TREE_VARIABLE
 
 
@@ -35,6 +37,23 @@ def tagged_processes() -> set[int]:
         if any(entry.startswith(needle) for entry in environ.split(b"\0")):
             found.add(int(name))
     return found
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return not data[data.rfind(b")") + 2 :].startswith(b"Z")
+
+
+@pytest.fixture
+async def ex(tmp_path: Path) -> AsyncIterator[LocalExecutor]:
+    """A LocalExecutor in an empty folder with a short kill grace."""
+    async with LocalExecutor(tmp_path, kill_grace=0.2) as executor:
+        yield executor
 
 
 @pytest.fixture(autouse=True)

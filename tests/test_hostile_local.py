@@ -16,12 +16,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast
 
 import anyio
 import pytest
+from conftest import alive
 
 from executor import (
     Chunk,
@@ -42,23 +43,6 @@ pytestmark = pytest.mark.anyio
 
 
 # --- helpers ------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def ex(tmp_path: Path) -> AsyncIterator[LocalExecutor]:
-    """A LocalExecutor in an empty folder with a short kill grace."""
-    async with LocalExecutor(tmp_path, kill_grace=0.2) as executor:
-        yield executor
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` is a live process (a zombie counts as dead)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return False
-    return not data[data.rfind(b")") + 2 :].startswith(b"Z")
 
 
 def cmdline(pid: int) -> bytes:
@@ -273,7 +257,7 @@ async def test_drain_is_bounded_with_a_slow_sink(tmp_path: Path) -> None:
     async with LocalExecutor(tmp_path, kill_grace=0.2, output_limit=1 << 20) as ex:
         started = time.monotonic()
         with anyio.fail_after(5):
-            output = await ex.exec_cmd_streaming(Command.shell("yes & yes & echo started"), sink)
+            output = await ex.exec_cmd_streaming(Command.shell("echo started; yes & yes &"), sink)
         assert output.stdout.startswith(b"started\n")
         assert time.monotonic() - started < 1.5
 

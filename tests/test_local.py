@@ -10,11 +10,11 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
+from conftest import alive
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,23 +33,6 @@ pytestmark = pytest.mark.anyio
 
 class TestLocalContract(ExecutorContract, LocalFixtures):
     """The shared contract, against a LocalExecutor."""
-
-
-@pytest.fixture
-async def ex(tmp_path: Path) -> AsyncIterator[LocalExecutor]:
-    """A LocalExecutor in an empty folder with a short kill grace."""
-    async with LocalExecutor(tmp_path, kill_grace=0.2) as executor:
-        yield executor
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` is a live process (a zombie counts as dead)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return False
-    return not data[data.rfind(b")") + 2 :].startswith(b"Z")
 
 
 async def read_pids(folder: Path, *names: str, timeout: float = 5) -> list[int]:

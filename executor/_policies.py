@@ -129,9 +129,14 @@ class Approval(CheckedExecutor):
             return cmd
         request = ApprovalRequest(command=cmd, description=describe(cmd))
         answer: bool | Verdict | None = None
-        with anyio.move_on_after(self.timeout if self.timeout is not None else float("inf")):
+        with anyio.move_on_after(
+            self.timeout if self.timeout is not None else float("inf")
+        ) as waited:
             answer = await self.approver(request)
+        if answer is None and not waited.cancelled_caught:
+            raise PolicyDenied(f"the approver gave no answer: {request.description}")
         if answer is None:
+            assert self.timeout is not None
             if self.on_timeout == "approve":
                 return cmd
             raise PolicyDenied(

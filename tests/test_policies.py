@@ -169,6 +169,16 @@ async def test_approval_skips_reads_by_default(local: LocalExecutor, tmp_path: P
         await only_rm.exec_cmd(Command.shell("rm f"))
 
 
+async def test_approval_without_an_answer_denies(local: LocalExecutor) -> None:
+    """An approver that returns nothing denies, saying so."""
+
+    async def silent(request: ApprovalRequest) -> bool:
+        return None  # type: ignore[return-value]
+
+    with pytest.raises(PolicyDenied, match="gave no answer"):
+        await Approval(local, silent).exec_cmd(Command.shell("echo hi"))
+
+
 def test_approval_rejects_bad_settings() -> None:
     """on_timeout and timeout are checked when the policy is built."""
     with pytest.raises(ValueError, match="on_timeout"):

@@ -53,6 +53,7 @@ from executor._policies import (
     describe,
 )
 from executor._rules import CommandRules, DangerousCommands, Finding, check_script
+from executor._session import ProcessSession, SessionChunk
 from executor._shell import ShellParseError, SimpleCommand, parse_command, parse_script
 from executor._streaming import (
     Buffer,
@@ -121,6 +122,7 @@ __all__ = [
     "OutputApprovalRequest",
     "OutputApprover",
     "PolicyDenied",
+    "ProcessSession",
     "Progress",
     "ReadFile",
     "ReadOnly",
@@ -128,6 +130,7 @@ __all__ = [
     "RestrictedUrl",
     "ScopedExecutor",
     "Secrets",
+    "SessionChunk",
     "Shell",
     "ShellParseError",
     "Signal",

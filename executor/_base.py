@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Concatenate, ParamSpec, Self, TypeAlias, TypeV
 import attrs
 
 from executor._commands import Command, StrPath
-from executor._errors import CommandError
+from executor._errors import CommandError, ExecutorError
 from executor._output import Chunk, CommandOutput
 
 if TYPE_CHECKING:
+    from executor._session import ProcessSession
     from executor._wrappers import ReadOnly, ScopedExecutor
 
 __all__ = ["LoadedFile", "Sink", "ToolExecutor", "call_sink"]
@@ -81,6 +82,20 @@ class ToolExecutor(abc.ABC):
             raise
         await _report(sink, output.chunks)
         return output
+
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Check `cmd` and return a session for it, to enter: `async with await ex.start(cmd)`.
+
+        The process starts when the session is entered. With `pty=True` it
+        runs on a pseudo-terminal (its controlling terminal). This default
+        refuses; backends that run processes override it.
+
+        Raises:
+            PolicyDenied: A policy refused `cmd`.
+            ExecutorError: This executor cannot start sessions, or not this command.
+
+        """
+        raise ExecutorError(f"{type(self).__name__} cannot start sessions")
 
     @abc.abstractmethod
     def stream_files(

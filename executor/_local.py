@@ -31,7 +31,8 @@ from executor._confine import (
 from executor._errors import CommandError, ExecutorError, NonZeroExit, TimedOut
 from executor._files import _wanted, normalise_extensions, stream_text_files
 from executor._output import CommandOutput, OutputBuffer, Stderr, Stdout
-from executor._process import ProcessRun, boot_clock, kill_tree, spawn
+from executor._process import ProcessRun, Spawned, boot_clock, kill_tree, spawn
+from executor._session import ProcessSession
 
 __all__ = ["DEFAULT_OUTPUT_LIMIT", "LocalExecutor"]
 
@@ -164,6 +165,48 @@ class LocalExecutor(ToolExecutor):
     async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
         """Run `cmd`, handing each chunk to `sink` as it is read."""
         return await self._run(cmd, sink)
+
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Return a session for a shell or argv command: `async with await ex.start(cmd)`.
+
+        The process is spawned when the session is entered, in the folder,
+        environment and confinement `exec_cmd` would use, with the command's
+        timeout (or `default_timeout`). A command's own `stdin` is written
+        first and the input stays open. See `ProcessSession`.
+
+        Raises:
+            ExecutorError: The executor is closed, the command is a file
+                operation, or a `#!` script (its body is the interpreter's stdin).
+
+        """
+        self._check_open()
+        match cmd:
+            case Shell():
+                if cmd.shebang() is not None:
+                    raise ExecutorError(
+                        "a #! script is written to its interpreter's stdin, "
+                        "so it cannot run as a session"
+                    )
+                argv: tuple[str, ...] = ("/bin/sh", "-c", cmd.script)
+            case Exec():
+                argv = tuple(cmd.argv)
+            case _:
+                raise ExecutorError(f"LocalExecutor cannot start {type(cmd).__name__} sessions")
+
+        async def open_process() -> Spawned:
+            self._check_open()
+            return await self._spawn(cmd, argv, stdin=True, sink=None, pty=pty)
+
+        return ProcessSession(
+            open_process,
+            finish=self._checked,
+            initial_stdin=cmd.stdin,
+            pty=pty,
+            output_limit=self.output_limit,
+            timeout=self._timeout(cmd),
+            kill_grace=self.kill_grace,
+            drain_timeout=self.drain_timeout,
+        )
 
     async def stream_files(
         self, path: StrPath, extensions: Iterable[str] | None = None
@@ -326,6 +369,36 @@ class LocalExecutor(ToolExecutor):
     async def _process(
         self, cmd: Command, argv: Iterable[str], stdin: bytes | None, sink: Sink | None
     ) -> CommandOutput:
+        spawned = await self._spawn(cmd, argv, stdin=stdin is not None, sink=sink)
+        run = ProcessRun(
+            spawned,
+            stdin=stdin,
+            sink=sink,
+            buffer=OutputBuffer(self.output_limit),
+            timeout=self._timeout(cmd),
+            kill_grace=self.kill_grace,
+            drain_timeout=self.drain_timeout,
+        )
+        return self._checked(await run.run())
+
+    def _checked(self, output: CommandOutput) -> CommandOutput:
+        """Return `output` of a finished process, or raise what its exit means."""
+        if output.exit_code:
+            if self._closed and output.signal is not None:
+                raise ExecutorError("the executor was closed while the command ran", output)
+            raise NonZeroExit(_failure_message(output), output)
+        return output
+
+    async def _spawn(
+        self,
+        cmd: Command,
+        argv: Iterable[str],
+        *,
+        stdin: bool,
+        sink: Sink | None,
+        pty: bool = False,
+    ) -> Spawned:
+        """Start `cmd`'s process in its folder (opened beneath the workdir when confined)."""
         started = anyio.current_time()
         held: int | None = None
         if self.confine:
@@ -352,7 +425,8 @@ class LocalExecutor(ToolExecutor):
                 cwd=cwd,
                 env=self.environment(cmd),
                 tag=f"{self._id}/{next(self._serial)}",
-                stdin=stdin is not None,
+                stdin=stdin,
+                pty=pty,
             )
         except OSError as error:
             if error.errno in _RESOURCE_ERRORS:
@@ -367,21 +441,7 @@ class LocalExecutor(ToolExecutor):
         finally:
             if held is not None:
                 os.close(held)
-        run = ProcessRun(
-            spawned,
-            stdin=stdin,
-            sink=sink,
-            buffer=OutputBuffer(self.output_limit),
-            timeout=self._timeout(cmd),
-            kill_grace=self.kill_grace,
-            drain_timeout=self.drain_timeout,
-        )
-        output = await run.run()
-        if output.exit_code:
-            if self._closed and output.signal is not None:
-                raise ExecutorError("the executor was closed while the command ran", output)
-            raise NonZeroExit(_failure_message(output), output)
-        return output
+        return spawned
 
     def _open_current_dir(self, cmd: Command) -> int:
         """Open the folder `cmd` starts in beneath the workdir (confined).

@@ -16,12 +16,15 @@ processes through `spawn` and `ProcessRun`, so the guarantees hold everywhere:
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import inspect
 import math
 import os
 import signal as signals
+import struct
 import subprocess
+import termios
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Final
@@ -107,6 +110,7 @@ def spawn(
     env: Mapping[str, str],
     tag: str,
     stdin: bool,
+    pty: bool = False,
 ) -> Spawned:
     """Start `argv` in a new session, with pipes for stdout and stderr.
 
@@ -116,6 +120,9 @@ def spawn(
         env: Its whole environment; `TREE_VARIABLE` is added to it.
         tag: The value of `TREE_VARIABLE`, which every descendant inherits.
         stdin: Whether to give it a pipe for stdin; otherwise it reads `/dev/null`.
+        pty: Give it a pseudo-terminal (80x24) as stdin, stdout, stderr and
+            controlling terminal instead: `stdout` is then the master, `stdin` a
+            duplicate of it, and `stderr` a pipe that is at its end at once.
 
     Raises:
         OSError: The program could not be started (missing, not executable, or
@@ -127,28 +134,54 @@ def spawn(
     ours: list[int] = []  # our ends, kept on success
     theirs: list[int] = []  # the child's ends, closed once it has them
     try:
-        out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        ours.append(out_r)
-        theirs.append(out_w)
-        err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        ours.append(err_r)
-        theirs.append(err_w)
-        in_r: int | None = None
-        in_w: int | None = None
-        if stdin:
-            in_r, in_w = os.pipe2(os.O_CLOEXEC)
-            ours.append(in_w)
-            theirs.append(in_r)
-        process = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL if in_r is None else in_r,
-            stdout=out_w,
-            stderr=err_w,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-        )
+        if pty:
+            master, slave = os.openpty()
+            ours.append(master)
+            theirs.append(slave)
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+            # The child writes everything to the terminal: this pipe only ends.
+            err_r, err_w = os.pipe2(os.O_CLOEXEC)
+            ours.append(err_r)
+            theirs.append(err_w)
+            duplicate = os.dup(master)
+            ours.append(duplicate)
+            in_w: int | None = duplicate
+            out_r = master
+            process = subprocess.Popen(
+                list(argv),
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+                # Runs after setsid(): the new session's controlling terminal.
+                preexec_fn=_take_terminal,
+            )
+        else:
+            out_r, out_w = os.pipe2(os.O_CLOEXEC)
+            ours.append(out_r)
+            theirs.append(out_w)
+            err_r, err_w = os.pipe2(os.O_CLOEXEC)
+            ours.append(err_r)
+            theirs.append(err_w)
+            in_r: int | None = None
+            in_w = None
+            if stdin:
+                in_r, in_w = os.pipe2(os.O_CLOEXEC)
+                ours.append(in_w)
+                theirs.append(in_r)
+            process = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL if in_r is None else in_r,
+                stdout=out_w,
+                stderr=err_w,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+            )
     except BaseException:
         for fd in ours:
             os.close(fd)
@@ -158,7 +191,7 @@ def spawn(
             os.close(fd)
     for fd in ours:
         os.set_blocking(fd, False)
-    if _enlarge_pipes:
+    if _enlarge_pipes and not pty:
         for fd in (out_r, err_r):
             with contextlib.suppress(OSError):
                 fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
@@ -178,6 +211,11 @@ def spawn(
 
 
 _enlarge_pipes = os.geteuid() == 0
+
+
+def _take_terminal() -> None:
+    # In the child, after setsid(): make the pty on stdin its controlling terminal.
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
 async def wait_exit(spawned: Spawned) -> int:
@@ -218,7 +256,8 @@ class ProcessRun:
 
     Args:
         spawned: The child, from `spawn`.
-        stdin: Bytes to write to its stdin pipe, if it has one.
+        stdin: Bytes to write to its stdin pipe, if it has one; with `None`
+            the pipe is left to the caller (a session writes it).
         sink: Called with each chunk as it is read.
         buffer: Where chunks are kept (and capped).
         timeout: Seconds before the tree is killed and `TimedOut` raised.
@@ -271,7 +310,7 @@ class ProcessRun:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._read, spawned.stdout, Stdout)
                 tasks.start_soon(self._read, spawned.stderr, Stderr)
-                if spawned.stdin is not None:
+                if spawned.stdin is not None and self._stdin is not None:
                     tasks.start_soon(self._write_stdin, spawned.stdin)
                 with anyio.move_on_after(math.inf if self._timeout is None else self._timeout):
                     self._status = await wait_exit(spawned)
@@ -353,6 +392,11 @@ class ProcessRun:
                         return
                     await anyio.wait_readable(fd)
                     continue
+                except OSError as error:
+                    # A pty's master reports the end (no slave left open) as EIO.
+                    if error.errno == errno.EIO:
+                        return
+                    raise
                 if not data:
                     return
                 if self._stopping:

@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import AsyncIterator, Iterable
+from typing import TYPE_CHECKING
 
 from executor._base import LoadedFile, Sink, ToolExecutor
 from executor._commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile
 from executor._errors import PolicyDenied
 from executor._output import CommandOutput
+
+if TYPE_CHECKING:
+    from executor._session import ProcessSession
 
 __all__ = ["CheckedExecutor", "ReadOnly", "ScopedExecutor", "WrappedExecutor"]
 
@@ -36,6 +40,10 @@ class WrappedExecutor(ToolExecutor):
         """Run `cmd` on the inner executor, streaming to `sink`."""
         return await self.inner.exec_cmd_streaming(cmd, sink)
 
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Start a session for `cmd` on the inner executor."""
+        return await self.inner.start(cmd, pty=pty)
+
     def stream_files(
         self, path: StrPath, extensions: Iterable[str] | None = None
     ) -> AsyncIterator[LoadedFile]:
@@ -56,9 +64,9 @@ class CheckedExecutor(WrappedExecutor):
     """A wrapper that looks at each command before the inner executor runs it.
 
     Subclasses override `check`, which returns the command to run (the same,
-    or a changed copy) or raises `PolicyDenied`; `exec_cmd` and
-    `exec_cmd_streaming` both go through it, so a policy cannot be bypassed by
-    streaming.
+    or a changed copy) or raises `PolicyDenied`; `exec_cmd`,
+    `exec_cmd_streaming` and `start` all go through it, so a policy cannot be
+    bypassed by streaming or by a session.
     """
 
     async def check(self, cmd: Command) -> Command:
@@ -72,6 +80,10 @@ class CheckedExecutor(WrappedExecutor):
     async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
         """Check `cmd`, then run it on the inner executor, streaming to `sink`."""
         return await self.inner.exec_cmd_streaming(await self.check(cmd), sink)
+
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Check `cmd`, then start a session for it on the inner executor."""
+        return await self.inner.start(await self.check(cmd), pty=pty)
 
 
 class ScopedExecutor(CheckedExecutor):

@@ -12,7 +12,7 @@ import os
 import shlex
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 import anyio
 import attrs
@@ -22,6 +22,9 @@ from executor._commands import Command, Exec, ReadFile, Shell, WriteFile
 from executor._errors import CommandError, NonZeroExit, PolicyDenied, TimedOut
 from executor._output import Chunk, CommandOutput, Stderr, Stdout
 from executor._wrappers import CheckedExecutor, WrappedExecutor
+
+if TYPE_CHECKING:
+    from executor._session import ProcessSession
 
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",
@@ -206,6 +209,19 @@ class Secrets(CheckedExecutor):
     async def check(self, cmd: Command) -> Command:
         """Return `cmd` with the credential variables removed."""
         return cmd.with_env_removed(*self.patterns, keep=self.keep)
+
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Start a session without credentials; refused while there are values to redact.
+
+        A session's chunks are not redacted yet, so rather than let a secret
+        through, a session is refused when this policy knows secret values.
+        """
+        if self._secrets:
+            raise PolicyDenied(
+                "sessions are not available here: their output cannot be redacted of "
+                "secrets yet; run the command with exec_cmd instead"
+            )
+        return await super().start(cmd, pty=pty)
 
     async def exec_cmd(self, cmd: Command) -> CommandOutput:
         """Run `cmd` without credentials, its output redacted."""

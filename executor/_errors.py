@@ -4,8 +4,10 @@
 CommandError (Exception)             .output: CommandOutput
 ├── NonZeroExit                      exit code != 0, killed by a signal, or a file I/O error
 ├── TimedOut (also TimeoutError)     .timeout; .output = what was read before the kill
-└── ExecutorError                    the executor itself failed or refused
-    └── PolicyDenied                 a wrapper refused the command; the message is for the model
+├── ExecutorError                    the executor itself failed or refused
+│   └── PolicyDenied                 a wrapper refused the command; the message is for the model
+└── ToolStreamError                  a streaming tool failed or broke its event rules
+    └── ToolCancelled                it was cancelled before it had a final value
 InvalidArgument (ValueError)         a validated argument type rejected a model's value
 ```
 
@@ -24,6 +26,8 @@ __all__ = [
     "NonZeroExit",
     "PolicyDenied",
     "TimedOut",
+    "ToolCancelled",
+    "ToolStreamError",
 ]
 
 # How much of a failed command's output its message repeats: enough for a model
@@ -76,6 +80,18 @@ class ExecutorError(CommandError):
 
 class PolicyDenied(ExecutorError):
     """A wrapper refused the command; the message says why, in words for the model."""
+
+
+class ToolStreamError(CommandError):
+    """A streaming tool failed, was refused stdin, or its event stream broke the rules.
+
+    A tool's own exception is the `__cause__`; the message names the tool and
+    the error, in words a model can act on.
+    """
+
+
+class ToolCancelled(ToolStreamError):
+    """The tool was cancelled before it finished, so it has no final value."""
 
 
 class InvalidArgument(ValueError):

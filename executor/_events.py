@@ -35,7 +35,7 @@ import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from executor._errors import CommandError
+from executor._errors import ToolCancelled, ToolStreamError
 
 __all__ = [
     "Bus",
@@ -53,18 +53,6 @@ __all__ = [
 # How long a cancelled bridge may still spend publishing the call's last tool.result:
 # long enough for an in-process bus, short enough that cancellation stays prompt.
 _CANCEL_PUBLISH_GRACE = 5.0
-
-
-class ToolStreamError(CommandError):
-    """A streaming tool failed, was refused stdin, or its event stream broke the rules.
-
-    A tool's own exception is the `__cause__`; the message names the tool and
-    the error, in words a model can act on.
-    """
-
-
-class ToolCancelled(ToolStreamError):
-    """The tool was cancelled before it finished, so it has no final value."""
 
 
 class ToolEventKind(enum.Enum):

@@ -40,6 +40,15 @@ from executor._events import (
     bridge,
 )
 from executor._local import LocalExecutor
+from executor._observed import (
+    CommandCancelled,
+    CommandChunk,
+    CommandEvent,
+    CommandFinished,
+    CommandStarted,
+    Observed,
+    Observer,
+)
 from executor._output import Chunk, CommandOutput, Stderr, Stdout
 from executor._policies import (
     Approval,
@@ -100,9 +109,14 @@ __all__ = [
     "CheckedExecutor",
     "Chunk",
     "Command",
+    "CommandCancelled",
+    "CommandChunk",
     "CommandError",
+    "CommandEvent",
+    "CommandFinished",
     "CommandOutput",
     "CommandRules",
+    "CommandStarted",
     "ContextWindow",
     "DangerousCommands",
     "DefaultContext",
@@ -119,6 +133,8 @@ __all__ = [
     "Manual",
     "MemoryBus",
     "NonZeroExit",
+    "Observed",
+    "Observer",
     "OutputApprovalRequest",
     "OutputApprover",
     "PolicyDenied",

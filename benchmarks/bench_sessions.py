@@ -1,0 +1,221 @@
+"""Sessions: `ProcessSession` throughput and chunk latency vs `exec_cmd_streaming` and asyncio.
+
+Throughput: `dd if=/dev/zero bs=1M count=N` read to the end through a
+session (`async for`), through `exec_cmd_streaming` with a counting sink, and
+through a raw asyncio read loop (`create_subprocess_shell`, `read(1 << 16)`),
+in interleaved rounds; MB/s per side and ratios.
+
+Latency: a `python -c` child prints `time.monotonic()` every 10 ms; the
+consumer stamps each complete line on arrival (one machine-wide clock), so
+arrival minus stamp is the delay; median and p99 per side.
+
+Targets: session throughput >= 90% of `exec_cmd_streaming`; session p99 chunk
+latency <= 2 ms. All on asyncio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import _harness as h
+import anyio
+
+from executor import Chunk, Command, LocalExecutor
+
+THROUGHPUT_TARGET = 0.9
+LATENCY_TARGET = 0.002
+INTERVAL = 0.01
+SESSION = "session"
+STREAMING = "exec_cmd_streaming"
+RAW = "asyncio raw"
+
+CHILD = """\
+import sys, time
+end = time.monotonic() + {seconds!r}
+write, flush = sys.stdout.write, sys.stdout.flush
+while True:
+    now = time.monotonic()
+    if now > end:
+        break
+    write(repr(now) + "\\n")
+    flush()
+    time.sleep({interval!r})
+"""
+
+
+class Lines:
+    """Splits chunks into lines and records each line's delay at arrival."""
+
+    def __init__(self) -> None:
+        self.pending = b""
+        self.delays: list[float] = []
+
+    def feed(self, data: bytes) -> None:
+        """Take a chunk received now."""
+        arrived = time.monotonic()
+        *complete, self.pending = (self.pending + data).split(b"\n")
+        for line in complete:
+            self.delays.append(arrived - float(line))
+
+
+def _dd(mib: int) -> str:
+    return f"dd if=/dev/zero bs=1M count={mib} 2>/dev/null"
+
+
+def _latency_script(seconds: float) -> str:
+    code = CHILD.format(seconds=seconds, interval=INTERVAL)
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+
+
+def _session(workdir: str, script: str, feed: Callable[[bytes], None]) -> None:
+    async def main() -> None:
+        async with (
+            LocalExecutor(workdir, output_limit=1 << 20) as ex,
+            await ex.start(Command.shell(script)) as session,
+        ):
+            async for item in session:
+                feed(item.chunk.data)
+            await session.finalize()
+
+    anyio.run(main, backend="asyncio")
+
+
+def _streaming(workdir: str, script: str, feed: Callable[[bytes], None]) -> None:
+    def sink(chunk: Chunk) -> None:
+        feed(chunk.data)
+
+    async def main() -> None:
+        async with LocalExecutor(workdir, output_limit=1 << 20) as ex:
+            await ex.exec_cmd_streaming(Command.shell(script), sink)
+
+    anyio.run(main, backend="asyncio")
+
+
+def _raw(workdir: str, script: str, feed: Callable[[bytes], None]) -> None:
+    async def main() -> None:
+        process = await asyncio.create_subprocess_shell(
+            script, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=workdir
+        )
+        assert process.stdout is not None
+        while data := await process.stdout.read(1 << 16):
+            feed(data)
+        await process.wait()
+
+    asyncio.run(main())
+
+
+SIDES: dict[str, Callable[[str, str, Callable[[bytes], None]], None]] = {
+    SESSION: _session,
+    STREAMING: _streaming,
+    RAW: _raw,
+}
+
+
+def _order(index: int) -> list[str]:
+    names = list(SIDES)
+    shift = index % len(names)
+    return names[shift:] + names[:shift]
+
+
+def throughput(workdir: str, mib: int, rounds: int) -> dict[str, float]:
+    """MB/s per side, over all rounds."""
+    seconds = dict.fromkeys(SIDES, 0.0)
+    total = dict.fromkeys(SIDES, 0)
+    per_round = max(1, mib // rounds)
+    for index in range(rounds):
+        for name in _order(index):
+            count = [0]
+
+            def feed(data: bytes, count: list[int] = count) -> None:
+                count[0] += len(data)
+
+            start = time.perf_counter()
+            SIDES[name](workdir, _dd(per_round), feed)
+            seconds[name] += time.perf_counter() - start
+            assert count[0] == per_round * h.MIB, (name, count[0])
+            total[name] += count[0]
+    return {name: total[name] / 1e6 / seconds[name] for name in SIDES}
+
+
+def latency(workdir: str, seconds: float, rounds: int) -> dict[str, h.Stats]:
+    """Line delays per side, over all rounds."""
+    delays: dict[str, list[float]] = {name: [] for name in SIDES}
+    for index in range(rounds):
+        for name in _order(index):
+            lines = Lines()
+            SIDES[name](workdir, _latency_script(seconds / rounds), lines.feed)
+            delays[name].extend(lines.delays)
+    return {name: h.Stats(values) for name, values in delays.items()}
+
+
+def report(rates: dict[str, float], stats: dict[str, h.Stats], mib: int, seconds: float) -> bool:
+    """Print both tables and the targets; whether both were met."""
+    print(f"Throughput: {mib} MiB of dd output per side (MB/s, higher is better)")
+    h.print_table(
+        ["side", "MB/s", "vs streaming", "vs raw"],
+        [
+            [
+                name,
+                f"{rate:.0f}",
+                h.fmt_ratio(rate, rates[STREAMING]),
+                h.fmt_ratio(rate, rates[RAW]),
+            ]
+            for name, rate in rates.items()
+        ],
+    )
+    print()
+    print(
+        f"Chunk latency: one line every {INTERVAL * 1000:.0f} ms for {seconds:g} s per side"
+        " (ms from the child's stamp to arrival)"
+    )
+    h.print_table(
+        ["side", "lines", "median", "p99", "max"],
+        [
+            [name, len(s.values), h.fmt_ms(s.median), h.fmt_ms(s.p99), h.fmt_ms(s.maximum)]
+            for name, s in stats.items()
+        ],
+    )
+    print()
+    ratio = rates[SESSION] / rates[STREAMING]
+    met_rate = ratio >= THROUGHPUT_TARGET
+    p99 = stats[SESSION].p99
+    met_latency = p99 <= LATENCY_TARGET
+    print(
+        f"target: session throughput >= {THROUGHPUT_TARGET:.0%} of exec_cmd_streaming: "
+        f"{ratio:.1%} -> {h.verdict(met_rate)}"
+    )
+    print(
+        f"target: session p99 chunk latency <= {LATENCY_TARGET * 1000:g} ms: "
+        f"{p99 * 1000:.3f} ms -> {h.verdict(met_latency)}"
+    )
+    return met_rate and met_latency
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both measurements and print the report."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="8 MiB and 0.3 s, as a smoke check")
+    parser.add_argument("--mib", type=int, help="MiB per side for throughput (default 256)")
+    parser.add_argument("--seconds", type=float, help="printing time per side (default 2)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 4, quick 1)")
+    args = parser.parse_args(argv)
+    mib = args.mib or (8 if args.quick else 256)
+    seconds = args.seconds or (0.3 if args.quick else 2.0)
+    rounds = args.rounds or (1 if args.quick else 4)
+    h.preload()
+    with tempfile.TemporaryDirectory(prefix="bench-sessions-") as workdir:
+        rates = throughput(workdir, mib, rounds)
+        stats = latency(workdir, seconds, rounds)
+    report(rates, stats, mib, seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

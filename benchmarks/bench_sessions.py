@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 import _harness as h
 import anyio
+import bench_line_latency
 
 from executor import Chunk, Command, LocalExecutor
 
@@ -36,33 +37,10 @@ SESSION = "session"
 STREAMING = "exec_cmd_streaming"
 RAW = "asyncio raw"
 
-CHILD = """\
-import sys, time
-end = time.monotonic() + {seconds!r}
-write, flush = sys.stdout.write, sys.stdout.flush
-while True:
-    now = time.monotonic()
-    if now > end:
-        break
-    write(repr(now) + "\\n")
-    flush()
-    time.sleep({interval!r})
-"""
-
-
-class Lines:
-    """Splits chunks into lines and records each line's delay at arrival."""
-
-    def __init__(self) -> None:
-        self.pending = b""
-        self.delays: list[float] = []
-
-    def feed(self, data: bytes) -> None:
-        """Take a chunk received now."""
-        arrived = time.monotonic()
-        *complete, self.pending = (self.pending + data).split(b"\n")
-        for line in complete:
-            self.delays.append(arrived - float(line))
+# The timestamped-line child and its reader are figure 4's, shared so both
+# figures measure the same thing.
+CHILD = bench_line_latency.CHILD
+Lines = bench_line_latency.Lines
 
 
 def _dd(mib: int) -> str:

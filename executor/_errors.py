@@ -94,6 +94,17 @@ class ToolCancelled(ToolStreamError):
     """The tool was cancelled before it finished, so it has no final value."""
 
 
+def outcome_of(error: CommandError) -> str:
+    """A one-word outcome for records and spans: timeout, nonzero, denied or error."""
+    if isinstance(error, TimedOut):
+        return "timeout"
+    if isinstance(error, NonZeroExit):
+        return "nonzero"
+    if isinstance(error, PolicyDenied):
+        return "denied"
+    return "error"
+
+
 class InvalidArgument(ValueError):
     """A validated argument type rejected a value.
 

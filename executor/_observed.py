@@ -21,7 +21,7 @@ import attrs
 
 from executor._base import Sink, ToolExecutor, call_sink
 from executor._commands import Command
-from executor._errors import CommandError, NonZeroExit, PolicyDenied, TimedOut
+from executor._errors import CommandError, outcome_of
 from executor._output import Chunk, CommandOutput, OutputBuffer
 from executor._policies import describe
 from executor._wrappers import WrappedExecutor
@@ -252,15 +252,7 @@ class Observed(WrappedExecutor):
                 _end_span(span, "error", None, time.monotonic() - started, "observer failed")
                 raise
             except CommandError as error:
-                outcome = (
-                    "timeout"
-                    if isinstance(error, TimedOut)
-                    else "nonzero"
-                    if isinstance(error, NonZeroExit)
-                    else "denied"
-                    if isinstance(error, PolicyDenied)
-                    else "error"
-                )
+                outcome = outcome_of(error)
                 with anyio.CancelScope(shield=True):
                     await self._emit(
                         finished(outcome, error.output.exit_code, error.message, len(error.output))

@@ -19,7 +19,7 @@ import attrs
 
 from executor._base import Sink, ToolExecutor, call_sink
 from executor._commands import Command, Exec, ReadFile, Shell, WriteFile
-from executor._errors import CommandError, NonZeroExit, PolicyDenied, TimedOut
+from executor._errors import CommandError, PolicyDenied, outcome_of
 from executor._output import Chunk, CommandOutput, Stderr, Stdout
 from executor._wrappers import CheckedExecutor, WrappedExecutor
 
@@ -412,13 +412,7 @@ class Audit(WrappedExecutor):
                 await self._record(end(AuditEvent.DENIED, "denied", message=error.message))
             raise
         except CommandError as error:
-            outcome = (
-                "timeout"
-                if isinstance(error, TimedOut)
-                else "nonzero"
-                if isinstance(error, NonZeroExit)
-                else "error"
-            )
+            outcome = outcome_of(error)
             with anyio.CancelScope(shield=True):
                 await self._record(
                     end(

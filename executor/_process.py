@@ -134,54 +134,47 @@ def spawn(
     ours: list[int] = []  # our ends, kept on success
     theirs: list[int] = []  # the child's ends, closed once it has them
     try:
+        # stderr is a pipe either way; under a pty the child writes everything
+        # to the terminal, so this pipe only ends.
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        ours.append(err_r)
+        theirs.append(err_w)
+        in_w: int | None = None
+        preexec: Callable[[], None] | None = None
         if pty:
             master, slave = os.openpty()
             ours.append(master)
             theirs.append(slave)
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-            # The child writes everything to the terminal: this pipe only ends.
-            err_r, err_w = os.pipe2(os.O_CLOEXEC)
-            ours.append(err_r)
-            theirs.append(err_w)
-            duplicate = os.dup(master)
-            ours.append(duplicate)
-            in_w: int | None = duplicate
+            in_w = os.dup(master)
+            ours.append(in_w)
             out_r = master
-            process = subprocess.Popen(
-                list(argv),
-                stdin=slave,
-                stdout=slave,
-                stderr=slave,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-                # Runs after setsid(): the new session's controlling terminal.
-                preexec_fn=_take_terminal,
-            )
+            child_in: int = slave
+            child_out = child_err = slave
+            # Runs after setsid(): the new session's controlling terminal.
+            preexec = _take_terminal
         else:
             out_r, out_w = os.pipe2(os.O_CLOEXEC)
             ours.append(out_r)
             theirs.append(out_w)
-            err_r, err_w = os.pipe2(os.O_CLOEXEC)
-            ours.append(err_r)
-            theirs.append(err_w)
-            in_r: int | None = None
-            in_w = None
+            child_in = subprocess.DEVNULL
             if stdin:
                 in_r, in_w = os.pipe2(os.O_CLOEXEC)
                 ours.append(in_w)
                 theirs.append(in_r)
-            process = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL if in_r is None else in_r,
-                stdout=out_w,
-                stderr=err_w,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-            )
+                child_in = in_r
+            child_out, child_err = out_w, err_w
+        process = subprocess.Popen(
+            list(argv),
+            stdin=child_in,
+            stdout=child_out,
+            stderr=child_err,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=preexec,
+        )
     except BaseException:
         for fd in ours:
             os.close(fd)

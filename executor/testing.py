@@ -173,7 +173,10 @@ class ExecutorContract:
 
     async def test_chunks_keep_the_order_read(self, executor: ToolExecutor) -> None:
         """Chunks of both streams come in the order they were written."""
-        script = "echo 1; sleep 0.05; echo 2 >&2; sleep 0.05; echo 3; sleep 0.05; echo 4 >&2"
+        # Gaps of 0.2 s: two pipes have no shared order, so the order read is the
+        # order written only while the reader keeps up (a loaded machine or a
+        # remote backend can stall it for tens of milliseconds).
+        script = "echo 1; sleep 0.2; echo 2 >&2; sleep 0.2; echo 3; sleep 0.2; echo 4 >&2"
         output = await executor.exec_cmd(Command.shell(script))
         assert [(type(c), c.data) for c in output.chunks] == [
             (Stdout, b"1\n"),
@@ -185,7 +188,7 @@ class ExecutorContract:
 
     async def test_split_character_decodes_whole(self, executor: ToolExecutor) -> None:
         """A UTF-8 character written in two pieces decodes as one character."""
-        output = await executor.exec_cmd(Command.shell(r"printf '\303'; sleep 0.05; printf '\251'"))
+        output = await executor.exec_cmd(Command.shell(r"printf '\303'; sleep 0.2; printf '\251'"))
         assert len(output.chunks) == 2
         assert output.text() == "é"
 

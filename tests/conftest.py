@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from executor import LocalExecutor
-from executor._process import TREE_VARIABLE
+# The conformance suite lives in the package so other backends can run it;
+# rewriting its asserts makes its failures say what differed.
+pytest.register_assert_rewrite("executor.testing")
+
+from executor import LocalExecutor  # noqa: E402
+from executor._process import TREE_VARIABLE  # noqa: E402
 
 
 @pytest.fixture(params=["asyncio", "trio"])

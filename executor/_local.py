@@ -32,7 +32,7 @@ from executor._errors import CommandError, ExecutorError, NonZeroExit, TimedOut
 from executor._files import _wanted, normalise_extensions, stream_text_files
 from executor._output import CommandOutput, OutputBuffer, Stderr, Stdout
 from executor._process import ProcessRun, Spawned, boot_clock, kill_tree, spawn
-from executor._session import ProcessSession
+from executor._session import LocalSession, ProcessSession
 
 __all__ = ["DEFAULT_OUTPUT_LIMIT", "LocalExecutor"]
 
@@ -197,7 +197,7 @@ class LocalExecutor(ToolExecutor):
             self._check_open()
             return await self._spawn(cmd, argv, stdin=True, sink=None, pty=pty)
 
-        return ProcessSession(
+        return LocalSession(
             open_process,
             finish=self._checked,
             initial_stdin=cmd.stdin,

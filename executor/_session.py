@@ -1,9 +1,11 @@
 r"""`ProcessSession`: a running command to talk to, chunk by chunk.
 
-A session runs its process through the same lifecycle as `exec_cmd`
-(`spawn` and `ProcessRun`), so timeouts, the kill of the whole tree and the
-output cap are the same; what it adds is a bounded stream of chunks to read
-as they come, and stdin events to send while the command runs.
+`ProcessSession` holds what every backend's session shares: the bounded
+stream of numbered chunks, the stdin events, `cancel`, `finalize` and the
+`async with` lifecycle. A backend subclasses it and supplies the process
+(a handful of `_`-prefixed hooks). `LocalSession` runs its process through
+the same lifecycle as `exec_cmd` (`spawn` and `ProcessRun`), so timeouts,
+the kill of the whole tree and the output cap are the same.
 
 ```python
 async with await executor.start(Command.shell("cat")) as session:
@@ -15,6 +17,7 @@ async with await executor.start(Command.shell("cat")) as session:
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import fcntl
 import os
@@ -35,7 +38,7 @@ from executor._output import Chunk, CommandOutput, OutputBuffer
 from executor._process import ProcessRun, Spawned, kill_tree, run_to_completion
 from executor._streaming import Bytes, Resize, Signal, StdinEvent, Text
 
-__all__ = ["CHUNK_BUFFER", "ProcessSession", "SessionChunk"]
+__all__ = ["CHUNK_BUFFER", "LocalSession", "ProcessSession", "SessionChunk"]
 
 CHUNK_BUFFER: Final = 16
 """Chunks a session holds for its reader; past that the process's output waits."""
@@ -60,10 +63,10 @@ class SessionChunk:
     time: float
 
 
-class ProcessSession:
+class ProcessSession(abc.ABC):
     """A command started by `ToolExecutor.start`; enter it (`async with`) to run it.
 
-    Entering spawns the process (a failure to start raises there, as
+    Entering starts the process (a failure to start raises there, as
     `exec_cmd` would). Then `next_chunk()` (or `async for`) reads the output
     as `SessionChunk`s, `None` at the end; `send_stdin` delivers `Text`,
     `Bytes`, `Signal` (to the command's process group, as a terminal's keys
@@ -77,37 +80,42 @@ class ProcessSession:
 
     At most `CHUNK_BUFFER` chunks wait for the reader: a slow reader stops
     the reading, the pipe fills and the command blocks. The output kept for
-    `finalize()` is capped by the executor's `output_limit`.
+    `finalize()` is capped by the executor's output limit.
+
+    A backend subclasses this and implements the hooks: `_begin` (start the
+    process), `_run` (run it to the end, handing each chunk to `_deliver`,
+    and return its output or raise `TimedOut`), `_write_input`,
+    `_close_input`, `_signal`, `_resize` (pty sessions) and `_terminate`
+    (kill the whole tree), and optionally `_release`. The base serialises
+    input writes and never calls `_write_input` after `_close_input`.
     """
 
     def __init__(
         self,
-        open_process: Callable[[], Awaitable[Spawned]],
         *,
-        finish: Callable[[CommandOutput], CommandOutput],
-        initial_stdin: bytes | None,
         pty: bool,
-        output_limit: int | None,
-        timeout: float | None,
-        kill_grace: float,
-        drain_timeout: float,
+        initial_stdin: bytes | None = None,
+        finish: Callable[[CommandOutput], CommandOutput] | None = None,
     ) -> None:
-        self._open = open_process
-        self._finish = finish
-        self._initial_stdin = initial_stdin
+        """Set up a session; nothing starts before it is entered.
+
+        Args:
+            pty: Whether the command runs on a terminal.
+            initial_stdin: Bytes written to the command first (the command's
+                own `stdin`); the input stays open after them.
+            finish: Applied to the output `finalize()` returns (the
+                executor's exit-code check, say).
+
+        """
         self.pty = pty
-        self._output_limit = output_limit
-        self._timeout = timeout
-        self._kill_grace = kill_grace
-        self._drain_timeout = drain_timeout
-        self._spawned: Spawned | None = None
-        self._stdin: int | None = None
-        self._master: int | None = None
+        self._initial_stdin = initial_stdin
+        self._finish = finish
+        self._started = False
+        self._entered = False
         self._stdin_closed = False
         self._stdin_lock = anyio.Lock()
         self._sequence = 0
         self._cancelled = False
-        self._entered = False
         self._result: CommandOutput | None = None
         self._error: BaseException | None = None
         self._done = anyio.Event()
@@ -119,26 +127,57 @@ class ProcessSession:
 
     @property
     def pid(self) -> int | None:
-        """The command's pid (also its process group), once started."""
-        return None if self._spawned is None else self._spawned.pid
+        """The command's pid (also its process group) on its host, once started and if known."""
+        return None
+
+    # The hooks a backend implements.
+
+    @abc.abstractmethod
+    async def _begin(self) -> None:
+        """Start the process; raise as `exec_cmd` would when it cannot start."""
+
+    @abc.abstractmethod
+    async def _run(self) -> CommandOutput:
+        """Run the started process to its end, handing each chunk to `_deliver`."""
+
+    @abc.abstractmethod
+    async def _write_input(self, data: bytes) -> None:
+        """Write all of `data` to the command's input; return quietly if it stopped reading."""
+
+    @abc.abstractmethod
+    async def _close_input(self) -> None:
+        """Close the command's input (end of file)."""
+
+    @abc.abstractmethod
+    async def _signal(self, signal: int) -> None:
+        """Send `signal` to the command's process group, if it still runs."""
+
+    async def _resize(self, cols: int, rows: int) -> None:
+        """Set the terminal's size (only called on pty sessions)."""
+        raise ExecutorError(f"{type(self).__name__} cannot resize its terminal")
+
+    @abc.abstractmethod
+    async def _terminate(self, grace: float | None = None) -> None:
+        """Kill the command's whole tree: SIGTERM, `grace` seconds (or the default), SIGKILL."""
+
+    async def _release(self) -> None:  # noqa: B027 (most sessions hold nothing more)
+        """Free what the session still holds, after the process and its tasks are gone."""
+
+    # The lifecycle.
 
     async def __aenter__(self) -> Self:
         if self._entered:
             raise ExecutorError("a session is entered once")
         self._entered = True
-        spawned = await self._open()
+        await self._begin()
+        self._started = True
         self._send, self._receive = anyio.create_memory_object_stream[SessionChunk](CHUNK_BUFFER)
-        self._spawned = spawned
-        # The session writes stdin itself; ProcessRun leaves the pipe alone.
-        self._stdin, spawned.stdin = spawned.stdin, None
-        if self.pty and self._stdin is not None:
-            # Our own handle on the terminal, for Resize: the run closes its fds at the end.
-            self._master = os.dup(self._stdin)
         try:
             self._tasks = await self._stack.enter_async_context(anyio.create_task_group())
-            self._tasks.start_soon(self._main, spawned)
+            self._tasks.start_soon(self._main)
         except BaseException:
-            await self._kill(spawned)
+            await run_to_completion(self._terminate)
+            await self._release()
             raise
         if self._initial_stdin is not None:
             try:
@@ -155,19 +194,17 @@ class ProcessSession:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        spawned = self._spawned
+        if not self._started:
+            return None
         self._receive.close()
         try:
-            if spawned is not None:
-                # Also after the exit: background processes the command left.
-                await run_to_completion(lambda: self._kill(spawned))
+            # Also after the exit: background processes the command left.
+            await run_to_completion(self._terminate)
         finally:
-            await self._stack.aclose()
-            self._close_stdin_fd()
-            master, self._master = self._master, None
-            if master is not None:
-                with contextlib.suppress(OSError):
-                    os.close(master)
+            try:
+                await self._stack.aclose()
+            finally:
+                await run_to_completion(self._release)
         return None
 
     def __aiter__(self) -> Self:
@@ -182,6 +219,14 @@ class ProcessSession:
     async def next_chunk(self) -> SessionChunk | None:
         """The next chunk of output; `None` once the output has ended (or after `cancel()`)."""
         self._check_entered()
+        try:
+            # A chunk already waiting is taken without a trip through the
+            # event loop: a fast reader keeps up with the pipe.
+            return self._receive.receive_nowait()
+        except anyio.WouldBlock:
+            pass
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            return None
         try:
             return await self._receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
@@ -201,33 +246,24 @@ class ProcessSession:
             case Bytes():
                 await self._write(event.data)
             case Signal():
-                spawned = self._spawned
-                assert spawned is not None
-                # The group id is pinned only while the leader is unreaped;
-                # this check and the kill run with no await between.
-                if spawned.process.returncode is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(spawned.pid, int(event.signal))
+                await self._signal(int(event.signal))
             case Resize():
-                if self._master is None:
+                if not self.pty:
                     raise ExecutorError("Resize needs a session started with pty=True")
-                size = struct.pack("HHHH", event.rows, event.cols, 0, 0)
-                with contextlib.suppress(OSError):
-                    fcntl.ioctl(self._master, termios.TIOCSWINSZ, size)
+                await self._resize(event.cols, event.rows)
             case _:
                 raise ExecutorError(f"not a stdin event: {event!r}")
 
     async def close_stdin(self) -> None:
         """End the command's input; on a pty, type Ctrl-D. Closing twice is harmless."""
-        if self._stdin_closed or self._stdin is None:
-            self._stdin_closed = True
+        if self._stdin_closed:
             return
         if self.pty:
             with contextlib.suppress(ExecutorError):
                 await self._write(_EOF)
         self._stdin_closed = True
         async with self._stdin_lock:
-            self._close_stdin_fd()
+            await self._close_input()
 
     def cancel(self) -> None:
         """Kill the command's tree; the output ends and `finalize()` raises `NonZeroExit`."""
@@ -237,10 +273,8 @@ class ProcessSession:
             return
         self._cancelled = True
         self._receive.close()
-        spawned = self._spawned
         assert self._tasks is not None
-        assert spawned is not None
-        self._tasks.start_soon(self._kill, spawned, 0.0)
+        self._tasks.start_soon(self._terminate, 0.0)
 
     async def finalize(self) -> CommandOutput:
         """End stdin, discard unread chunks, wait for the end; return or raise as `exec_cmd`.
@@ -260,24 +294,27 @@ class ProcessSession:
         output = self._result
         if self._cancelled and not output.exit_code:
             raise NonZeroExit("command was cancelled", output)
-        return self._finish(output)
+        return output if self._finish is None else self._finish(output)
+
+    async def _deliver(self, chunk: Chunk) -> None:
+        """Hand a chunk of output to the reader, waiting while `CHUNK_BUFFER` chunks wait."""
+        self._sequence += 1
+        item = SessionChunk(chunk, self._sequence, time.monotonic())
+        # A reader that stopped (finalize, cancel, exit) no longer holds the output back.
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            try:
+                # Room in the buffer: no trip through the event loop.
+                self._send.send_nowait(item)
+            except anyio.WouldBlock:
+                await self._send.send(item)
 
     def _check_entered(self) -> None:
-        if self._spawned is None:
+        if not self._started:
             raise ExecutorError("enter the session first: async with await ex.start(cmd)")
 
-    async def _main(self, spawned: Spawned) -> None:
-        run = ProcessRun(
-            spawned,
-            stdin=None,
-            sink=self._deliver,
-            buffer=OutputBuffer(self._output_limit),
-            timeout=self._timeout,
-            kill_grace=self._kill_grace,
-            drain_timeout=self._drain_timeout,
-        )
+    async def _main(self) -> None:
         try:
-            self._result = await run.run()
+            self._result = await self._run()
         except Exception as error:
             # TimedOut, or a failure of the run itself: finalize raises it.
             self._error = error
@@ -285,14 +322,106 @@ class ProcessSession:
             self._send.close()
             self._done.set()
 
-    async def _deliver(self, chunk: Chunk) -> None:
-        self._sequence += 1
-        item = SessionChunk(chunk, self._sequence, time.monotonic())
-        # A reader that stopped (finalize, cancel, exit) no longer holds the output back.
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            await self._send.send(item)
+    async def _write(self, data: bytes) -> None:
+        if self._stdin_closed:
+            raise ExecutorError("the session's stdin is closed")
+        async with self._stdin_lock:
+            if self._stdin_closed:
+                raise ExecutorError("the session's stdin is closed")
+            await self._write_input(data)
 
-    async def _kill(self, spawned: Spawned, grace: float | None = None) -> None:
+
+class LocalSession(ProcessSession):
+    """A session of a process on this machine: pipes or a pty, and `ProcessRun`'s lifecycle."""
+
+    def __init__(
+        self,
+        open_process: Callable[[], Awaitable[Spawned]],
+        *,
+        finish: Callable[[CommandOutput], CommandOutput],
+        initial_stdin: bytes | None,
+        pty: bool,
+        output_limit: int | None,
+        timeout: float | None,
+        kill_grace: float,
+        drain_timeout: float,
+    ) -> None:
+        super().__init__(pty=pty, initial_stdin=initial_stdin, finish=finish)
+        self._open = open_process
+        self._output_limit = output_limit
+        self._timeout = timeout
+        self._kill_grace = kill_grace
+        self._drain_timeout = drain_timeout
+        self._spawned: Spawned | None = None
+        self._stdin: int | None = None
+        self._master: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The command's pid (also its process group), once started."""
+        return None if self._spawned is None else self._spawned.pid
+
+    async def _begin(self) -> None:
+        spawned = await self._open()
+        self._spawned = spawned
+        # The session writes stdin itself; ProcessRun leaves the pipe alone.
+        self._stdin, spawned.stdin = spawned.stdin, None
+        if self.pty and self._stdin is not None:
+            # Our own handle on the terminal, for Resize: the run closes its fds at the end.
+            self._master = os.dup(self._stdin)
+
+    async def _run(self) -> CommandOutput:
+        assert self._spawned is not None
+        run = ProcessRun(
+            self._spawned,
+            stdin=None,
+            sink=self._deliver,
+            buffer=OutputBuffer(self._output_limit),
+            timeout=self._timeout,
+            kill_grace=self._kill_grace,
+            drain_timeout=self._drain_timeout,
+        )
+        return await run.run()
+
+    async def _write_input(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            fd = self._stdin
+            if fd is None:
+                raise ExecutorError("the session's stdin is closed")
+            try:
+                written = os.write(fd, view[: 1 << 16])
+            except BlockingIOError:
+                await anyio.wait_writable(fd)
+                continue
+            except (BrokenPipeError, OSError):
+                # The command stopped reading; what it did not take is its choice.
+                return
+            view = view[written:]
+
+    async def _close_input(self) -> None:
+        self._close_stdin_fd()
+
+    async def _signal(self, signal: int) -> None:
+        spawned = self._spawned
+        assert spawned is not None
+        # The group id is pinned only while the leader is unreaped;
+        # this check and the kill run with no await between.
+        if spawned.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(spawned.pid, signal)
+
+    async def _resize(self, cols: int, rows: int) -> None:
+        if self._master is None:
+            raise ExecutorError("the session's terminal is closed")
+        size = struct.pack("HHHH", rows, cols, 0, 0)
+        with contextlib.suppress(OSError):
+            fcntl.ioctl(self._master, termios.TIOCSWINSZ, size)
+
+    async def _terminate(self, grace: float | None = None) -> None:
+        spawned = self._spawned
+        if spawned is None:
+            return
         # The group id is pinned only while the leader is unreaped; after that
         # the tree is found by its tag (and parent links) alone, as ProcessRun does.
         group = spawned.pid if spawned.process.returncode is None else None
@@ -303,24 +432,12 @@ class ProcessSession:
             since=spawned.started,
         )
 
-    async def _write(self, data: bytes) -> None:
-        if self._stdin_closed or self._stdin is None:
-            raise ExecutorError("the session's stdin is closed")
-        async with self._stdin_lock:
-            view = memoryview(data)
-            while view:
-                fd = self._stdin
-                if fd is None:
-                    raise ExecutorError("the session's stdin is closed")
-                try:
-                    written = os.write(fd, view[: 1 << 16])
-                except BlockingIOError:
-                    await anyio.wait_writable(fd)
-                    continue
-                except (BrokenPipeError, OSError):
-                    # The command stopped reading; what it did not take is its choice.
-                    return
-                view = view[written:]
+    async def _release(self) -> None:
+        self._close_stdin_fd()
+        master, self._master = self._master, None
+        if master is not None:
+            with contextlib.suppress(OSError):
+                os.close(master)
 
     def _close_stdin_fd(self) -> None:
         fd, self._stdin = self._stdin, None

@@ -423,7 +423,9 @@ class ProcessRun:
             # Two readers feed one sink: the lock (FIFO) keeps an async sink's
             # calls in the order the chunks were read.
             if self._sink_lock is None:
-                self._sink_lock = anyio.Lock()
+                # fast_acquire: an uncontended lock costs no trip through the
+                # event loop, which would add to every chunk's latency.
+                self._sink_lock = anyio.Lock(fast_acquire=True)
             async with self._sink_lock:
                 await result
 

@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import Final, Self
 
 import anyio
+import anyio.lowlevel
 import attrs
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -298,15 +299,30 @@ class ProcessSession(abc.ABC):
 
     async def _deliver(self, chunk: Chunk) -> None:
         """Hand a chunk of output to the reader, waiting while `CHUNK_BUFFER` chunks wait."""
+        waiting = self._offer(chunk)
+        if waiting is not None:
+            await waiting
+
+    def _offer(self, chunk: Chunk) -> Awaitable[None] | None:
+        """`_deliver` as a `Sink`: hands the chunk over at once, or returns what to await."""
         self._sequence += 1
         item = SessionChunk(chunk, self._sequence, time.monotonic())
-        # A reader that stopped (finalize, cancel, exit) no longer holds the output back.
+        try:
+            # Room in the buffer (or a reader waiting): the chunk is the reader's at once...
+            self._send.send_nowait(item)
+        except anyio.WouldBlock:
+            return self._send_waiting(item)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            # A reader that stopped (finalize, cancel, exit) no longer holds the output back.
+            return None
+        # ...and the reader runs before the next read: chunks consumed one by
+        # one reuse memory that is still in the cache, where a backlog of
+        # large chunks would not (measured: 0.6x the throughput).
+        return anyio.lowlevel.checkpoint()
+
+    async def _send_waiting(self, item: SessionChunk) -> None:
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            try:
-                # Room in the buffer: no trip through the event loop.
-                self._send.send_nowait(item)
-            except anyio.WouldBlock:
-                await self._send.send(item)
+            await self._send.send(item)
 
     def _check_entered(self) -> None:
         if not self._started:
@@ -375,7 +391,7 @@ class LocalSession(ProcessSession):
         run = ProcessRun(
             self._spawned,
             stdin=None,
-            sink=self._deliver,
+            sink=self._offer,
             buffer=OutputBuffer(self._output_limit),
             timeout=self._timeout,
             kill_grace=self._kill_grace,

@@ -64,6 +64,7 @@ from executor._policies import (
 from executor._rules import CommandRules, DangerousCommands, Finding, check_script
 from executor._session import ProcessSession, SessionChunk
 from executor._shell import ShellParseError, SimpleCommand, parse_command, parse_script
+from executor._ssh import SshExecutor
 from executor._streaming import (
     Buffer,
     Bytes,
@@ -152,6 +153,7 @@ __all__ = [
     "Signal",
     "SimpleCommand",
     "Sink",
+    "SshExecutor",
     "Stderr",
     "StdinEvent",
     "Stdout",

@@ -1,0 +1,841 @@
+"""`SshExecutor`: commands on a remote host over one multiplexed SSH connection.
+
+Each command is a channel of its own on one connection (opened at the first
+command, opened again when it has dropped); files go over SFTP on the same
+connection. The remote side needs a POSIX login shell for the user, and for
+killing trees Linux's `/proc` and a `grep` with `-z` (GNU or BusyBox).
+
+How a command runs there: sshd starts the user's login shell with a line
+this module writes, in a new session and process group (sshd calls
+`setsid()` for every command). The line exports a tag,
+`EXECUTOR_PROCESS_TREE=OWNER_PID:EXECUTOR_ID/N`, that every process the
+command starts inherits, changes to the command's folder, applies its
+environment and `exec`s the program, so the login shell becomes it.
+OpenSSH ignores the signal requests of the SSH protocol, so a timeout, a
+cancellation or a failing sink kills the tree through a second channel:
+a short `sh` script there finds every process whose environment carries the
+tag (`grep -z` over `/proc/*/environ`), sends SIGTERM to them and to their
+process groups, waits out the grace period, and sends SIGKILL to what is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import math
+import os
+import posixpath
+import re
+import shlex
+import signal
+import stat
+import uuid
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import attrs
+import sniffio
+
+from executor._base import LoadedFile, Sink, ToolExecutor, call_sink
+from executor._commands import Command, Env, Exec, ReadFile, Shell, StrPath, WriteFile
+from executor._commands import _timeout as _timeout_seconds
+from executor._errors import ExecutorError, NonZeroExit, TimedOut
+from executor._files import normalise_extensions
+from executor._output import CommandOutput, OutputBuffer, Stderr, Stdout
+from executor._process import TREE_VARIABLE, run_to_completion
+
+if TYPE_CHECKING:
+    import asyncssh
+
+    from executor._ssh_remote import CommandChannel, HostKeyWitness
+
+__all__ = ["SshExecutor"]
+
+_INSTALL_HINT: Final = "SshExecutor needs asyncssh: pip install 'executor[ssh]'"
+# Channels of the connection that commands never take: the SFTP subsystem and
+# the channel that kills trees (OpenSSH counts both against MaxSessions).
+_RESERVED_CHANNELS: Final = 2
+# read_file reads this much per request.
+_FILE_BLOCK: Final = 1 << 18
+# How often the kill script looks for survivors during the grace period.
+_KILL_POLL: Final = 0.02
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# Run as `sh -c KILL sh PATTERN POLLS`: end every process whose environment
+# has an entry matching PATTERN (a basic regex), and every process group led
+# by one of them (a group led by a process of someone else is left alone). TERM
+# (and CONT, so stopped ones act on it), up to POLLS polls of the grace
+# period, then KILL until none is left. Zombies are dead already.
+_KILL_SCRIPT: Final = r"""
+find_tree() {
+  for f in $(grep -lz -e "$1" /proc/[0-9]*/environ 2>/dev/null); do
+    p=${f#/proc/}; p=${p%/environ}
+    { read -r s < "/proc/$p/stat"; } 2>/dev/null || continue
+    set -- ${s##*) }
+    [ "$1" = Z ] || echo "$p $3"
+  done | awk '{ p[$1] = 1; g[$2] = 1 }
+    END { for (x in p) print x; for (y in g) if (y in p) print "-" y }'
+}
+t=$(find_tree "$1")
+[ -n "$t" ] || exit 0
+kill -s TERM -- $t 2>/dev/null
+kill -s CONT -- $t 2>/dev/null
+i=0
+while [ "$i" -lt "$2" ]; do
+  sleep 0.02
+  t=$(find_tree "$1")
+  [ -n "$t" ] || exit 0
+  i=$((i + 1))
+done
+i=0
+while [ "$i" -lt 100 ]; do
+  t=$(find_tree "$1")
+  [ -n "$t" ] || exit 0
+  kill -s KILL -- $t 2>/dev/null
+  sleep 0.01
+  i=$((i + 1))
+done
+echo "processes survived SIGKILL: $t" >&2
+exit 1
+"""
+
+# SFTP status codes (RFC draft-ietf-secsh-filexfer-02) as the OS errors they stand for.
+_SFTP_ERRNO: Final = {2: errno.ENOENT, 3: errno.EACCES}
+
+
+def _remote_path(value: StrPath) -> str:
+    path = os.fspath(value)
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise ValueError(f"a remote path must be a non-empty str without NUL, got {path!r}")
+    return path
+
+
+def _names(values: Iterable[str] | None) -> tuple[str, ...]:
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        return (values,)
+    return tuple(values)
+
+
+def _keys(values: Iterable[StrPath] | None) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    if isinstance(values, str | os.PathLike):
+        values = (values,)
+    return tuple(os.path.expanduser(os.fspath(value)) for value in values)
+
+
+def _variables(values: Mapping[str, str] | None) -> Env:
+    return Env(values or {})
+
+
+def _expanded(value: StrPath) -> str:
+    return os.path.expanduser(os.fspath(value))
+
+
+def _optional_path(value: StrPath | None) -> str | None:
+    return None if value is None else _expanded(value)
+
+
+def _non_negative(_: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not value >= 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+
+
+def _port(_: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if not 0 < value < 65536:
+        raise ValueError(f"port must be 1..65535, got {value!r}")
+
+
+def _limit(_: object, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    if value is not None and value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0 or None, got {value!r}")
+
+
+def _sessions(_: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value <= _RESERVED_CHANNELS:
+        raise ValueError(
+            f"max_sessions must be > {_RESERVED_CHANNELS} (SFTP and kills take one each), "
+            f"got {value!r}"
+        )
+
+
+@attrs.define(eq=False)
+class SshExecutor(ToolExecutor):
+    """Runs commands on a remote host over one SSH connection (`executor[ssh]`, asyncssh).
+
+    The connection opens at the first command and is reused: every command
+    is a channel of its own on it, and up to `max_sessions - 2` run at once
+    (OpenSSH's `MaxSessions`, 10 by default, counts the SFTP channel and the
+    one that kills trees too); more wait for a free channel. Keepalives
+    notice a dead connection; one that dropped between commands is opened
+    again at the next command (a command that was running when it dropped
+    fails with `ExecutorError`; it is not run again).
+
+    Host keys are checked against `known_hosts` (`~/.ssh/known_hosts` by
+    default): an unknown or changed key refuses the connection with an
+    `ExecutorError` naming the key's fingerprint. `check_host_key=False`
+    turns the check off, for throwaway hosts only.
+
+    Commands have the semantics of `LocalExecutor`: `sh -c` scripts, argv
+    commands with no shell of their own, `#!` scripts run by their
+    interpreter with the body as its stdin, separate streamed stdout and
+    stderr, empty stdin unless given, the environment rules (applied on the
+    remote host, over the login environment), and each command in its own
+    session and process group there. A timeout, a cancellation or a failing
+    sink kills the command's whole remote tree through a second channel (see
+    the module's docstring); `TimedOut` carries the output read before. Files
+    go over SFTP: exact bytes, `write_file` through a temporary file and an
+    atomic rename, parents created. `stream_files` lists over SFTP with the
+    rules of the local walker.
+
+    sshd runs each command through the user's login shell; give the user a
+    plain POSIX shell (`/bin/sh`): bash reads `~/.bashrc` for every command
+    started over SSH, which can cost tens of milliseconds per command and may
+    print text into the output.
+
+    asyncssh runs on asyncio only: under trio every command raises
+    `ExecutorError` saying so.
+
+    Args:
+        host: The host name or address.
+        port: The SSH port.
+        user: The user to log in as; `None` takes the local user name.
+        workdir: The remote folder commands start in and file paths are
+            relative to; a relative one is relative to the user's home.
+        client_keys: Private key files to log in with; `None` tries the
+            default keys (`~/.ssh/id_*`) and the agent.
+        agent_path: The ssh-agent socket; `None` uses `SSH_AUTH_SOCK`.
+        known_hosts: The known_hosts file host keys are checked against.
+        check_host_key: Whether to check the host key at all.
+        connect_timeout: Seconds to set up a connection (TCP and SSH).
+        keepalive_interval: Seconds between keepalives on an idle connection.
+        keepalive_count_max: Keepalives left unanswered before it counts as dropped.
+        max_sessions: Channels the server allows on one connection.
+        default_timeout: Seconds for commands without a timeout of their own.
+        env_clear: Start from an empty environment instead of the login one.
+        env_remove: Variables to drop from the login environment.
+        envs: Variables to set; a command's own `with_env` comes last.
+        output_limit: Bytes of output kept in memory per command (head and tail).
+        kill_grace: Seconds between SIGTERM and SIGKILL when a tree is killed.
+        drain_timeout: After a command exits, how long to go on reading while
+            a background process still holds its output.
+
+    """
+
+    host: str
+    port: int = attrs.field(default=22, kw_only=True, validator=_port)
+    user: str | None = attrs.field(default=None, kw_only=True)
+    workdir: str = attrs.field(default=".", kw_only=True, converter=_remote_path)
+    client_keys: tuple[str, ...] | None = attrs.field(default=None, kw_only=True, converter=_keys)
+    agent_path: str | None = attrs.field(default=None, kw_only=True, converter=_optional_path)
+    known_hosts: str = attrs.field(default="~/.ssh/known_hosts", kw_only=True, converter=_expanded)
+    check_host_key: bool = attrs.field(default=True, kw_only=True)
+    connect_timeout: float = attrs.field(default=15.0, kw_only=True, validator=_non_negative)
+    keepalive_interval: float = attrs.field(default=15.0, kw_only=True, validator=_non_negative)
+    keepalive_count_max: int = attrs.field(default=3, kw_only=True)
+    max_sessions: int = attrs.field(default=10, kw_only=True, validator=_sessions)
+    default_timeout: float | None = attrs.field(
+        default=None, kw_only=True, converter=_timeout_seconds
+    )
+    env_clear: bool = attrs.field(default=False, kw_only=True)
+    env_remove: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=_names)
+    envs: Env = attrs.field(factory=Env, kw_only=True, converter=_variables)
+    output_limit: int | None = attrs.field(default=32 << 20, kw_only=True, validator=_limit)
+    kill_grace: float = attrs.field(default=1.0, kw_only=True, validator=_non_negative)
+    drain_timeout: float = attrs.field(default=0.1, kw_only=True, validator=_non_negative)
+    _id: str = attrs.field(
+        init=False, factory=lambda: f"{os.getpid()}:{uuid.uuid4().hex}", repr=False
+    )
+    _serial: itertools.count[int] = attrs.field(init=False, factory=itertools.count, repr=False)
+    _closed: bool = attrs.field(init=False, default=False, repr=False)
+    _connection: asyncssh.SSHClientConnection | None = attrs.field(
+        init=False, default=None, repr=False
+    )
+    _witness: HostKeyWitness | None = attrs.field(init=False, default=None, repr=False)
+    _sftp: asyncssh.SFTPClient | None = attrs.field(init=False, default=None, repr=False)
+    _base_env: dict[str, str] | None = attrs.field(init=False, default=None, repr=False)
+    _connect_lock: anyio.Lock | None = attrs.field(init=False, default=None, repr=False)
+    _kill_lock: anyio.Lock | None = attrs.field(init=False, default=None, repr=False)
+    _channels: anyio.CapacityLimiter | None = attrs.field(init=False, default=None, repr=False)
+    # Whether a command ever ran: aclose() only has remote processes to end then.
+    _started: bool = attrs.field(init=False, default=False, repr=False)
+
+    def __repr__(self) -> str:
+        who = f"{self.user}@{self.host}" if self.user else self.host
+        if self.port != 22:
+            who = f"{who}:{self.port}"
+        return f"SshExecutor({who!r}, workdir={self.workdir!r})"
+
+    # --- the public interface ------------------------------------------------
+
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Run `cmd` on the remote host to the end (see `ToolExecutor.exec_cmd`)."""
+        return await self._run(cmd, None)
+
+    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
+        """Run `cmd`, handing each chunk to `sink` as it arrives."""
+        return await self._run(cmd, sink)
+
+    async def stream_files(
+        self, path: StrPath, extensions: Iterable[str] | None = None
+    ) -> AsyncIterator[LoadedFile]:
+        """Yield the text files below `path` (relative to `workdir`), listed over SFTP."""
+        from executor._ssh_files import sftp_text_files
+
+        self._check_open()
+        raw = os.fspath(path)
+        display = posixpath.normpath(raw)
+        if display == ".":
+            display = ""
+        wanted = normalise_extensions(extensions)
+        root = self._join(None, raw)
+        sftp = await self._sftp_client()
+        async for loaded in sftp_text_files(sftp, root, display, wanted):
+            yield loaded
+
+    async def aclose(self) -> None:
+        """Kill every remote process this executor started that still runs; close the connection."""
+        self._closed = True
+        connection, self._connection = self._connection, None
+        sftp, self._sftp = self._sftp, None
+        if connection is None:
+            return
+        with anyio.CancelScope(shield=True):
+            if self._started and not connection.is_closed():
+                with contextlib.suppress(Exception):
+                    await self._kill_on(connection, self._id, prefix=True)
+            if sftp is not None:
+                sftp.exit()
+            connection.close()
+            with contextlib.suppress(Exception):
+                await connection.wait_closed()
+
+    # --- connection ----------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ExecutorError("the executor is closed")
+        if sniffio.current_async_library() != "asyncio":
+            raise ExecutorError(
+                "SshExecutor needs asyncio: asyncssh has no trio support "
+                "(run it under asyncio, e.g. anyio.run(..., backend='asyncio'))"
+            )
+
+    def _where(self) -> str:
+        user = f"{self.user}@" if self.user else ""
+        return f"{user}{self.host}:{self.port}"
+
+    async def _connect(self, *, fresh: bool = False) -> asyncssh.SSHClientConnection:
+        """The connection, opened now if there is none or it dropped (or `fresh`)."""
+        connection = self._connection
+        witness = self._witness
+        if (
+            not fresh
+            and connection is not None
+            and witness is not None
+            and not witness.lost
+            and not connection.is_closed()
+        ):
+            return connection
+        if self._connect_lock is None:
+            self._connect_lock = anyio.Lock()
+        async with self._connect_lock:
+            if self._connection is not None and self._connection is not connection:
+                return self._connection  # Another task reconnected meanwhile.
+            self._drop()
+            self._connection = await self._open_connection()
+            return self._connection
+
+    def _drop(self) -> None:
+        connection, self._connection = self._connection, None
+        sftp, self._sftp = self._sftp, None
+        self._base_env = None
+        if sftp is not None:
+            sftp.exit()
+        if connection is not None:
+            connection.abort()
+
+    async def _open_connection(self) -> asyncssh.SSHClientConnection:
+        try:
+            from executor import _ssh_remote as remote
+        except ImportError as error:
+            raise ImportError(_INSTALL_HINT) from error
+        asyncssh = remote.asyncssh
+        known_hosts: Any = None
+        if self.check_host_key:
+            try:
+                known_hosts = asyncssh.read_known_hosts(self.known_hosts)
+            except FileNotFoundError:
+                # No file: no host is trusted, which the refusal below says.
+                known_hosts = asyncssh.import_known_hosts("")
+            except (OSError, ValueError) as error:
+                raise ExecutorError(
+                    f"cannot read known_hosts {self.known_hosts}: {error}"
+                ) from error
+        witness = remote.HostKeyWitness()
+        options: dict[str, Any] = {
+            "port": self.port,
+            "known_hosts": known_hosts,
+            "keepalive_interval": self.keepalive_interval,
+            "keepalive_count_max": self.keepalive_count_max,
+            "connect_timeout": self.connect_timeout or None,
+            "client_factory": lambda: witness,
+        }
+        if self.user is not None:
+            options["username"] = self.user
+        if self.client_keys is not None:
+            options["client_keys"] = list(self.client_keys)
+        if self.agent_path is not None:
+            options["agent_path"] = self.agent_path
+        try:
+            connection = await asyncssh.connect(self.host, **options)
+        except asyncssh.HostKeyNotVerifiable as error:
+            raise self._untrusted(witness, known_hosts) from error
+        except asyncssh.PermissionDenied as error:
+            raise ExecutorError(
+                f"SSH login to {self._where()} refused: no key was accepted ({error.reason})"
+            ) from error
+        except asyncssh.Error as error:
+            raise ExecutorError(f"cannot connect to {self._where()}: {error.reason}") from error
+        except (OSError, TimeoutError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            raise ExecutorError(
+                f"cannot connect to {self._where()}: {reason or type(error).__name__}"
+            ) from error
+        self._witness = witness
+        return connection
+
+    def _untrusted(self, witness: HostKeyWitness, known_hosts: Any) -> ExecutorError:
+        """The refusal of a host key known_hosts does not trust, naming its fingerprint."""
+        key = witness.untrusted
+        if key is None:
+            return ExecutorError(f"the host key of {self._where()} is not trusted")
+        offered = f"{key.get_algorithm()} key {key.get_fingerprint('sha256')}"
+        listed = []
+        with contextlib.suppress(Exception):
+            listed = list(known_hosts.match(self.host, "", self.port)[0])
+        if listed:
+            return ExecutorError(
+                f"the host key of {self._where()} has CHANGED: the server offered the "
+                f"{offered}, which is not the key {self.known_hosts} lists for it; "
+                "refusing to connect (someone may be intercepting the connection)"
+            )
+        return ExecutorError(
+            f"the host key of {self._where()} is unknown: the server offered the "
+            f"{offered}, and {self.known_hosts} has no key for this host; "
+            "refusing to connect (add the key to known_hosts once you know it is right)"
+        )
+
+    def _limiter(self) -> anyio.CapacityLimiter:
+        if self._channels is None:
+            self._channels = anyio.CapacityLimiter(self.max_sessions - _RESERVED_CHANNELS)
+        return self._channels
+
+    async def _open_channel(self, line: str) -> tuple[Any, CommandChannel]:
+        """Open a channel running `line`; a dropped connection is opened again, once."""
+        from executor._ssh_remote import CommandChannel, asyncssh
+
+        for attempt in (1, 2):
+            connection = await self._connect(fresh=attempt == 2)
+            try:
+                channel, session = await connection.create_session(
+                    CommandChannel, line, encoding=None, env={}
+                )
+            except asyncssh.ChannelOpenError as error:
+                if attempt == 1 and connection.is_closed():
+                    continue
+                raise ExecutorError(
+                    f"{self._where()} refused a channel for the command: {error.reason}"
+                ) from error
+            except (asyncssh.Error, OSError) as error:
+                # The command never started: running it on a new connection is safe.
+                if attempt == 1:
+                    continue
+                raise ExecutorError(f"the connection to {self._where()} failed: {error}") from error
+            assert isinstance(session, CommandChannel)
+            return channel, session
+        raise AssertionError("unreachable")
+
+    async def _sftp_client(self) -> asyncssh.SFTPClient:
+        from executor._ssh_remote import asyncssh
+
+        connection = await self._connect()
+        if self._sftp is not None and self._connection is connection:
+            return self._sftp
+        try:
+            self._sftp = await connection.start_sftp_client()
+        except (asyncssh.Error, OSError) as error:
+            raise ExecutorError(f"cannot start SFTP on {self._where()}: {error}") from error
+        return self._sftp
+
+    # --- commands ------------------------------------------------------------
+
+    def _timeout(self, cmd: Command) -> float | None:
+        return cmd.timeout if cmd.timeout is not None else self.default_timeout
+
+    def _join(self, cmd: Command | None, path: str | None = None) -> str:
+        """The remote folder `cmd` runs in, or `path` resolved against it."""
+        parts = [self.workdir]
+        if cmd is not None and cmd.current_dir is not None:
+            parts.append(cmd.current_dir)
+        if path is not None:
+            parts.append(path)
+        joined = posixpath.join(*parts)
+        # "./x" and "x" are the same place; the shorter one reads better in messages.
+        return joined[2:] if joined.startswith("./") and len(joined) > 2 else joined
+
+    async def _run(self, cmd: Command, sink: Sink | None) -> CommandOutput:
+        self._check_open()
+        match cmd:
+            case Shell():
+                shebang = cmd.shebang()
+                if shebang is None:
+                    return await self._process(cmd, ("/bin/sh", "-c", cmd.script), cmd.stdin, sink)
+                if cmd.stdin is not None:
+                    raise ExecutorError(
+                        "a #! script is written to its interpreter's stdin, "
+                        "so it cannot be given stdin of its own"
+                    )
+                return await self._process(cmd, shebang.argv, shebang.body, sink)
+            case Exec():
+                return await self._process(cmd, cmd.argv, cmd.stdin, sink)
+            case ReadFile():
+                return await self._read_file(cmd, sink)
+            case WriteFile():
+                return await self._write_file(cmd, sink)
+            case _:
+                raise ExecutorError(f"SshExecutor cannot run {type(cmd).__name__} commands")
+
+    async def _environment_changes(self, cmd: Command) -> tuple[list[str], dict[str, str]]:
+        """What to unset and set over the login environment for `cmd`."""
+        if not (self.env_remove or cmd.env_remove):
+            return [], {**self.envs, **cmd.env}
+        base = await self._login_environment()
+        env = dict(base)
+        for name in self.env_remove:
+            env.pop(name, None)
+        env.update(self.envs)
+        env = cmd.environment_over(env)
+        removed = [name for name in base if name not in env]
+        changed = {name: value for name, value in env.items() if base.get(name) != value}
+        return removed, changed
+
+    async def _login_environment(self) -> dict[str, str]:
+        """The environment a command starts with on the remote host (asked once per connection)."""
+        connection = await self._connect()
+        if self._base_env is None or self._connection is not connection:
+            result = await connection.run("env -0", encoding=None, check=False)
+            if result.exit_status != 0 or not isinstance(result.stdout, bytes):
+                raise ExecutorError(
+                    f"cannot read the login environment on {self._where()} "
+                    "(`env -0` failed); env_remove needs it"
+                )
+            env = {}
+            for entry in result.stdout.split(b"\0"):
+                name, sep, value = entry.decode("utf-8", "surrogateescape").partition("=")
+                if sep and name:
+                    env[name] = value
+            self._base_env = env
+        return self._base_env
+
+    def _command_line(
+        self,
+        cmd: Command,
+        argv: Sequence[str],
+        tag: str,
+        removed: list[str],
+        changed: Mapping[str, str],
+    ) -> str:
+        """The line the remote login shell runs: tag, folder, environment, then `exec` argv."""
+        quote = shlex.quote
+        parts = [f"{TREE_VARIABLE}={quote(tag)}", f"export {TREE_VARIABLE}"]
+        directory = self._join(cmd)
+        if directory != ".":
+            parts.append(f"cd -- {quote(directory)} || exit 1")
+        program = " ".join(quote(arg) for arg in argv)
+        names = [*removed, *changed]
+        if self.env_clear or not all(_IDENTIFIER.fullmatch(name) for name in names):
+            # `env` takes any name; the shell's `export` only identifiers.
+            settings = " ".join(quote(f"{name}={value}") for name, value in changed.items())
+            if self.env_clear:
+                env = dict(changed)
+                env[TREE_VARIABLE] = tag
+                settings = " ".join(quote(f"{name}={value}") for name, value in env.items())
+                parts.append(f"exec env -i {settings} {program}")
+            else:
+                unset = " ".join(f"-u {quote(name)}" for name in removed)
+                parts.append(f"exec env {unset} {settings} {program}")
+            return "; ".join(parts)
+        if removed:
+            parts.append("unset " + " ".join(removed))
+        for name, value in changed.items():
+            parts.append(f"export {name}={quote(value)}")
+        parts.append(f"exec {program}")
+        return "; ".join(parts)
+
+    async def _process(
+        self, cmd: Command, argv: Sequence[str], stdin: bytes | None, sink: Sink | None
+    ) -> CommandOutput:
+        if self.env_clear:
+            removed: list[str] = []
+            changed = cmd.environment_over(
+                {k: v for k, v in self.envs.items() if k not in self.env_remove}
+            )
+        else:
+            removed, changed = await self._environment_changes(cmd)
+        tag = f"{self._id}/{next(self._serial)}"
+        line = self._command_line(cmd, argv, tag, removed, changed)
+        async with self._limiter():
+            started = anyio.current_time()
+            self._started = True
+            channel, session = await self._open_channel(line)
+            run = _ChannelRun(self, channel, session, tag, sink, started)
+            return self._checked(await run.run(stdin, self._timeout(cmd)))
+
+    def _checked(self, output: CommandOutput) -> CommandOutput:
+        if output.exit_code:
+            raise NonZeroExit(_failure_message(output), output)
+        return output
+
+    async def _kill(self, tag: str) -> None:
+        """Kill the remote tree tagged `tag` through a channel of its own."""
+        try:
+            connection = await self._connect()
+        except ExecutorError:
+            return  # No way to reach the host; nothing more can be done from here.
+        await self._kill_on(connection, tag, prefix=False)
+
+    async def _kill_on(self, connection: Any, tag: str, *, prefix: bool) -> None:
+        # The tag holds only hex digits, ":" and "/": nothing a basic regex treats specially.
+        pattern = f"^{TREE_VARIABLE}={tag}" + ("/" if prefix else "$")
+        polls = max(1, math.ceil(self.kill_grace / _KILL_POLL))
+        line = shlex.join(["sh", "-c", _KILL_SCRIPT, "sh", pattern, str(polls)])
+        if self._kill_lock is None:
+            self._kill_lock = anyio.Lock()
+        # One kill at a time: they share the one channel kept free for them.
+        async with self._kill_lock:
+            with contextlib.suppress(Exception):
+                await connection.run(line, check=False)
+
+    # --- files ---------------------------------------------------------------
+
+    async def _read_file(self, cmd: ReadFile, sink: Sink | None) -> CommandOutput:
+        from executor._ssh_remote import asyncssh
+
+        started = anyio.current_time()
+        timeout = self._timeout(cmd)
+        buffer = OutputBuffer(self.output_limit)
+        path = self._join(cmd, cmd.path)
+        sftp = await self._sftp_client()
+        deadline = None
+        try:
+            # Checked before the open: opening a FIFO would stall the server's
+            # SFTP process, and with it every file operation of the connection.
+            attributes = await sftp.stat(path)
+            if attributes.permissions is not None and not stat.S_ISREG(attributes.permissions):
+                if stat.S_ISDIR(attributes.permissions):
+                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+                raise OSError(errno.EINVAL, "not a regular file")
+            with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
+                async with sftp.open(path, "rb") as file:
+                    while block := await file.read(_FILE_BLOCK):
+                        assert isinstance(block, bytes)  # "rb": asyncssh decodes nothing
+                        chunk = Stdout(block)
+                        buffer.append(chunk)
+                        if sink is not None:
+                            await call_sink(sink, chunk)
+        except asyncssh.SFTPError as error:
+            raise await _file_failure(_sftp_os_error(error), cmd.path, started, sink) from error
+        except OSError as error:
+            raise await _file_failure(error, cmd.path, started, sink) from error
+        output = buffer.output(exit_code=None, duration=anyio.current_time() - started)
+        if deadline is not None and deadline.cancelled_caught:
+            assert timeout is not None
+            raise TimedOut(timeout, output)
+        return output
+
+    async def _write_file(self, cmd: WriteFile, sink: Sink | None) -> CommandOutput:
+        from executor._ssh_remote import asyncssh
+
+        started = anyio.current_time()
+        path = self._join(cmd, cmd.path)
+        sftp = await self._sftp_client()
+        try:
+            # Not abandoned on timeout or cancellation: a write reported as
+            # failed must not land later.
+            with anyio.CancelScope(shield=True):
+                await _write_atomically(sftp, path, cmd.content)
+        except asyncssh.SFTPError as error:
+            raise await _file_failure(_sftp_os_error(error), cmd.path, started, sink) from error
+        except OSError as error:
+            raise await _file_failure(error, cmd.path, started, sink) from error
+        return CommandOutput(duration=anyio.current_time() - started)
+
+
+class _ChannelRun:
+    """Streams one command's channel to its end: chunks to a buffer and sink, exit, cleanup."""
+
+    def __init__(
+        self,
+        executor: SshExecutor,
+        channel: Any,
+        session: CommandChannel,
+        tag: str,
+        sink: Sink | None,
+        started: float,
+    ) -> None:
+        self._executor = executor
+        self._channel = channel
+        self._session = session
+        self._tag = tag
+        self._sink = sink
+        self._started = started
+        self._buffer = OutputBuffer(executor.output_limit)
+
+    async def run(self, stdin: bytes | None, timeout: float | None) -> CommandOutput:
+        channel, session = self._channel, self._session
+        if stdin:
+            channel.write(stdin)
+        # Without stdin the command reads an empty one at once.
+        channel.write_eof()
+        timed_out = False
+        try:
+            with anyio.move_on_after(math.inf if timeout is None else timeout):
+                await self._pump(until_exit=True)
+            if not session.ended and not session.closed:
+                timed_out = True
+                await run_to_completion(self._kill)
+            # Output still on its way after the exit, while nothing else holds the pipes.
+            with anyio.move_on_after(self._executor.drain_timeout):
+                await self._pump(until_exit=False)
+        except BaseException:
+            await run_to_completion(self._kill)
+            raise
+        finally:
+            channel.close()
+        output = self._output()
+        if timed_out:
+            assert timeout is not None
+            raise TimedOut(timeout, output)
+        if not session.ended:
+            raise ExecutorError(
+                f"the connection to {self._executor._where()} was lost while the command ran",
+                output,
+            )
+        return output
+
+    async def _pump(self, *, until_exit: bool) -> None:
+        """Deliver chunks until the command exits (`until_exit`) or the channel's output ends."""
+        session = self._session
+        sink = self._sink
+        while True:
+            while (chunk := session.take()) is not None:
+                self._buffer.append(chunk)
+                if sink is not None:
+                    await call_sink(sink, chunk)
+            if session.closed or (session.eof and session.ended):
+                return
+            if until_exit and session.ended:
+                return
+            await session.wait()
+
+    async def _kill(self) -> None:
+        await self._executor._kill(self._tag)
+
+    def _output(self) -> CommandOutput:
+        session = self._session
+        duration = anyio.current_time() - self._started
+        number: int | None = None
+        if session.exit_signal is not None:
+            name = session.exit_signal
+            with contextlib.suppress(KeyError):
+                number = int(signal.Signals[f"SIG{name}"])
+        if number is not None:
+            return self._buffer.output(exit_code=128 + number, signal=number, duration=duration)
+        return self._buffer.output(exit_code=session.exit_status, duration=duration)
+
+
+async def _write_atomically(sftp: Any, path: str, content: bytes) -> None:
+    """Replace `path` with `content` over SFTP: a temporary file, then an atomic rename.
+
+    Parents are created. An existing file keeps its permission bits; a new
+    one gets the server's default (0o666 less its umask). The rename is
+    OpenSSH's `posix-rename`, which replaces the target in one step.
+    """
+    from executor._ssh_remote import asyncssh
+
+    directory, name = posixpath.split(path)
+    if not name or name in (".", ".."):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+    mode: int | None = None
+    try:
+        existing = await sftp.lstat(path)
+    except asyncssh.SFTPNoSuchFile:
+        if directory:
+            await _make_folders(sftp, directory)
+    else:
+        permissions = existing.permissions or 0
+        if stat.S_ISDIR(permissions):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if stat.S_ISREG(permissions):
+            mode = stat.S_IMODE(permissions)
+    temporary = posixpath.join(directory, f".{name[:32]}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        flags = asyncssh.FXF_WRITE | asyncssh.FXF_CREAT | asyncssh.FXF_EXCL
+        async with sftp.open(temporary, flags, encoding=None) as file:
+            await file.write(content)
+            if mode is not None:
+                await file.chmod(mode)
+            with contextlib.suppress(asyncssh.SFTPOpUnsupported):
+                await file.fsync()
+        await sftp.posix_rename(temporary, path)
+    except BaseException:
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await sftp.remove(temporary)
+        raise
+
+
+async def _make_folders(sftp: Any, directory: str) -> None:
+    from executor._ssh_remote import asyncssh
+
+    try:
+        await sftp.makedirs(directory, exist_ok=True)
+    except asyncssh.SFTPFailure as error:
+        # A file where a folder should be: say so as the OS would.
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from error
+
+
+def _sftp_os_error(error: Any) -> OSError:
+    """An SFTP status as the OS error it stands for, with the OS's own words where known."""
+    number = _SFTP_ERRNO.get(error.code)
+    if number is not None:
+        return OSError(number, os.strerror(number))
+    return OSError(errno.EIO, error.reason or f"SFTP error {error.code}")
+
+
+async def _file_failure(
+    error: OSError, shown: str, started: float, sink: Sink | None
+) -> NonZeroExit:
+    message = f"{shown}: {error.strerror or error}"
+    output = CommandOutput(
+        chunks=(Stderr(f"{message}\n".encode()),), duration=anyio.current_time() - started
+    )
+    failure = NonZeroExit(message, output)
+    if sink is not None:
+        for chunk in failure.output.chunks:
+            await call_sink(sink, chunk)
+    return failure
+
+
+def _failure_message(output: CommandOutput) -> str:
+    if output.signal is not None:
+        try:
+            name = signal.Signals(output.signal).name
+        except ValueError:
+            name = f"signal {output.signal}"
+        return f"command was killed by {name}"
+    return f"command exited with code {output.exit_code}"

@@ -1,0 +1,284 @@
+"""`stream_files` over SFTP, with the local walker's rules (see `executor._files`).
+
+The same listing as `rg --files`: `.ignore` files always, `.gitignore` files
+and `.git/info/exclude` inside a git repository (ignore files above the
+walked folder count too, `.gitignore` ones up to the repository's top),
+hidden entries skipped unless re-included, `.git` never listed, symlinks and
+non-regular files skipped, files with a NUL byte skipped as binary. The
+patterns are compiled and matched by the very code the local walker uses;
+only the reading goes over SFTP. The files of one folder are read with
+several requests in flight, since each request waits a network round trip.
+Not followed from the local walker: a `.git` file (a worktree's or
+submodule's) gives no exclude file here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import posixpath
+import re
+import stat
+from collections.abc import AsyncIterator
+from typing import Final
+
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+
+from executor._base import LoadedFile
+from executor._files import (
+    _compile,
+    _Compiled,
+    _descend,
+    _logger,
+    _Rules,
+    _skipped,
+    _wanted,
+    _warn_unlistable,
+    _warn_unreadable,
+)
+from executor._ssh_remote import asyncssh
+
+__all__ = ["sftp_text_files"]
+
+# Files of one folder read at once: enough to hide the round trips.
+_READS_IN_FLIGHT: Final = 16
+
+
+async def sftp_text_files(
+    sftp: asyncssh.SFTPClient, root: str, display: str, extensions: frozenset[str] | None
+) -> AsyncIterator[LoadedFile]:
+    """Yield the text files below the remote folder `root`, named from `display` on.
+
+    Raises:
+        FileNotFoundError: `root` does not exist (named as `display`).
+        OSError: `root` cannot be examined or listed.
+
+    """
+    shown = display or "."
+    try:
+        attributes = await sftp.stat(root)
+    except asyncssh.SFTPNoSuchFile as error:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), shown) from error
+    except asyncssh.SFTPError as error:
+        raise OSError(errno.EIO, error.reason, shown) from error
+    mode = attributes.permissions or 0
+    if stat.S_ISREG(mode):
+        name = posixpath.basename(posixpath.normpath(root))
+        if _wanted(name, extensions):
+            text = await _read_text(sftp, root, shown)
+            if text is not None:
+                yield LoadedFile(display or name, text)
+        return
+    if not stat.S_ISDIR(mode):
+        return  # A FIFO, socket or device is no file to list.
+    real = await sftp.realpath(root)
+    above = await _rules_above(sftp, real)
+    try:
+        entries, hidden = await _list(sftp, real)
+    except asyncssh.SFTPError as error:
+        raise OSError(errno.EIO, error.reason, shown) from error
+    rules = await _local_rules(sftp, real, hidden, above)
+    out = f"{display}/" if display and not display.endswith("/") else display
+    limit = asyncio.Semaphore(_READS_IN_FLIGHT)
+    async for loaded in _walk(sftp, real, entries, rules, out, extensions, limit):
+        yield loaded
+
+
+async def _walk(
+    sftp: asyncssh.SFTPClient,
+    folder: str,
+    entries: list[asyncssh.SFTPName],
+    rules: _Rules,
+    out: str,
+    extensions: frozenset[str] | None,
+    limit: asyncio.Semaphore,
+) -> AsyncIterator[LoadedFile]:
+    chain = rules.chain
+    kept: list[tuple[str, bool]] = []
+    for entry in entries:
+        name = str(entry.filename)
+        mode = entry.attrs.permissions or 0
+        is_dir = stat.S_ISDIR(mode)
+        if not is_dir and not stat.S_ISREG(mode):
+            continue  # Symlinks, FIFOs, sockets and devices are never opened.
+        if not is_dir and not _wanted(name, extensions):
+            continue
+        if _skipped(chain, name, is_dir) if chain else name.startswith("."):
+            continue
+        kept.append((name, is_dir))
+    reads = {
+        name: asyncio.ensure_future(_read_limited(sftp, f"{folder}/{name}", out + name, limit))
+        for name, is_dir in kept
+        if not is_dir
+    }
+    try:
+        for name, is_dir in kept:
+            if not is_dir:
+                text = await reads.pop(name)
+                if text is not None:
+                    yield LoadedFile(out + name, text)
+                continue
+            child = f"{folder}/{name}"
+            try:
+                child_entries, child_hidden = await _list(sftp, child)
+            except asyncssh.SFTPError as error:
+                _warn_unlistable(out + name, OSError(errno.EIO, error.reason))
+                continue
+            child_rules = await _local_rules(sftp, child, child_hidden, _enter(rules, name))
+            async for loaded in _walk(
+                sftp, child, child_entries, child_rules, f"{out}{name}/", extensions, limit
+            ):
+                yield loaded
+    finally:
+        for pending in reads.values():
+            pending.cancel()
+
+
+async def _list(sftp: asyncssh.SFTPClient, folder: str) -> tuple[list[asyncssh.SFTPName], set[str]]:
+    """A folder's entries but `.`, `..` and `.git`, sorted by name, and its hidden names."""
+    names = await sftp.readdir(folder)
+    entries = sorted(
+        (entry for entry in names if str(entry.filename) not in (".", "..")),
+        key=lambda entry: str(entry.filename),
+    )
+    hidden = {str(entry.filename) for entry in entries if str(entry.filename).startswith(".")}
+    # Never listed, even where ripgrep would: git's internals are no one's text files.
+    return [entry for entry in entries if str(entry.filename) != ".git"], hidden
+
+
+async def _read_limited(
+    sftp: asyncssh.SFTPClient, path: str, shown: str, limit: asyncio.Semaphore
+) -> str | None:
+    async with limit:
+        return await _read_text(sftp, path, shown)
+
+
+async def _read_text(sftp: asyncssh.SFTPClient, path: str, shown: str) -> str | None:
+    """The file's text, or None when it is binary or cannot be read (a warning says so)."""
+    try:
+        async with sftp.open(path, "rb") as file:
+            data = await file.read()
+    except asyncssh.SFTPError as error:
+        _warn_unreadable(shown, OSError(_errno(error), error.reason))
+        return None
+    if not isinstance(data, bytes) or b"\0" in data:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def _errno(error: asyncssh.SFTPError) -> int:
+    return {2: errno.ENOENT, 3: errno.EACCES}.get(error.code, errno.EIO)
+
+
+async def _load_ignore_file(sftp: asyncssh.SFTPClient, path: str) -> _Compiled | None:
+    """Compile the remote ignore file at `path`; None if it is missing or has no pattern.
+
+    The lines are read as `executor._files._load_ignore_file` reads them.
+    """
+    try:
+        async with sftp.open(path, "rb") as file:
+            data = await file.read()
+    except (asyncssh.SFTPNoSuchFile, asyncssh.SFTPNoSuchPath):
+        return None
+    except asyncssh.SFTPError as error:
+        _logger.warning("stream_files could not read ignore file %s: %s", path, error.reason)
+        return None
+    if not isinstance(data, bytes):
+        return None
+    text = data.decode("utf-8", "replace").removeprefix("\ufeff")
+    patterns = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
+        if not line or line.startswith("#"):
+            continue
+        if line.rstrip(" ").endswith("/**/"):
+            # ripgrep reads `a/**/` as the folders below `a`; pathspec, as `a/`.
+            line = line.rstrip(" ") + "*/"
+        try:
+            patterns.append(GitIgnoreSpecPattern(line))
+        except (ValueError, re.error) as exc:
+            _logger.warning(
+                "stream_files ignored invalid pattern %r (%s line %d): %s", line, path, number, exc
+            )
+    return _compile(patterns)
+
+
+async def _exists(sftp: asyncssh.SFTPClient, path: str) -> bool:
+    try:
+        await sftp.lstat(path)
+    except asyncssh.SFTPError:
+        return False
+    return True
+
+
+async def _local_rules(
+    sftp: asyncssh.SFTPClient, folder: str, hidden: set[str], rules: _Rules
+) -> _Rules:
+    """Add the ignore files of `folder` to the rules from above it (as `_Rules.local`)."""
+    ignores, gitignores, excludes, in_git = (
+        rules.ignores,
+        rules.gitignores,
+        rules.excludes,
+        rules.in_git,
+    )
+    changed = False
+    if ".git" in hidden:
+        # The top of a repository: .gitignore files above it do not count.
+        in_git, gitignores, changed = True, (), True
+        exclude = await _load_ignore_file(sftp, f"{folder}/.git/info/exclude")
+        excludes = ((exclude, ""),) if exclude is not None else ()
+    if ".ignore" in hidden:
+        found = await _load_ignore_file(sftp, f"{folder}/.ignore")
+        if found is not None:
+            ignores, changed = ((found, ""), *ignores), True
+    if in_git and ".gitignore" in hidden:
+        found = await _load_ignore_file(sftp, f"{folder}/.gitignore")
+        if found is not None:
+            gitignores, changed = ((found, ""), *gitignores), True
+    if not changed:
+        return rules
+    return _Rules(ignores, gitignores, excludes, in_git, False)
+
+
+async def _rules_above(sftp: asyncssh.SFTPClient, real: str) -> _Rules:
+    """The ignore files in the folders above `real` that apply below it (as `_rules_above`)."""
+    folders = []
+    child = real
+    while (parent := posixpath.dirname(child)) != child:
+        folders.append((parent, posixpath.relpath(real, parent) + "/"))
+        child = parent
+    ignores: list[tuple[_Compiled, str]] = []
+    for folder, prefix in folders:
+        found = await _load_ignore_file(sftp, posixpath.join(folder, ".ignore"))
+        if found is not None:
+            ignores.append((found, prefix))
+    gitignores: list[tuple[_Compiled, str]] = []
+    excludes: list[tuple[_Compiled, str]] = []
+    in_git = await _exists(sftp, posixpath.join(real, ".git"))
+    if not in_git:
+        for folder, prefix in folders:
+            found = await _load_ignore_file(sftp, posixpath.join(folder, ".gitignore"))
+            if found is not None:
+                gitignores.append((found, prefix))
+            if await _exists(sftp, posixpath.join(folder, ".git")):
+                in_git = True
+                exclude = await _load_ignore_file(sftp, posixpath.join(folder, ".git/info/exclude"))
+                if exclude is not None:
+                    excludes.append((exclude, prefix))
+                break
+        if not in_git:
+            gitignores.clear()
+    return _Rules(tuple(ignores), tuple(gitignores), tuple(excludes), in_git, False)
+
+
+def _enter(rules: _Rules, name: str) -> _Rules:
+    """The rules from above for `rules`' child folder `name`, before its own ignore files."""
+    return _Rules(
+        _descend(rules.ignores, name),
+        _descend(rules.gitignores, name),
+        _descend(rules.excludes, name),
+        rules.in_git,
+        False,
+        rules.names,
+    )

@@ -1,0 +1,426 @@
+"""SshExecutor against a real OpenSSH server: the contract, remote kills, reconnects, host keys.
+
+The tests start a private sshd (see `ssh_server.py`) and skip when
+`/usr/sbin/sshd` is missing; with `EXECUTOR_REQUIRE_SSH=1` (CI) they fail
+instead. sshd runs on this machine, so the remote processes are local ones
+too: the shared check that no test leaves a tagged process running covers
+them as well.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from ssh_server import SshServer, start_server
+
+from executor import (
+    Chunk,
+    Command,
+    ExecutorError,
+    LocalExecutor,
+    NonZeroExit,
+    ReadOnly,
+    SshExecutor,
+    TimedOut,
+    ToolExecutor,
+)
+from executor.testing import ExecutorContract, ReadOnlyContract
+
+pytestmark = pytest.mark.anyio
+
+REQUIRED = os.environ.get("EXECUTOR_REQUIRE_SSH") == "1"
+
+
+@pytest.fixture(scope="session")
+def ssh_server() -> Iterator[SshServer]:
+    """A private sshd for the whole run, stopped at the end."""
+    server = start_server()
+    if server is None:
+        if REQUIRED:
+            pytest.fail("EXECUTOR_REQUIRE_SSH=1, but /usr/sbin/sshd is not installed")
+        pytest.skip("no /usr/sbin/sshd (install openssh-server to run the SSH tests)")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Only asyncio: asyncssh has no trio support (the refusal under trio is tested below)."""
+    return "asyncio"
+
+
+def connect(server: SshServer, workdir: str | None = None, **options: Any) -> SshExecutor:
+    """An executor for the test server, in a new empty workdir unless given one."""
+    settings: dict[str, Any] = {
+        "port": server.port,
+        "user": server.user,
+        "client_keys": [server.client_key],
+        "known_hosts": server.known_hosts,
+        "workdir": workdir if workdir is not None else server.workdir(),
+        "kill_grace": 0.2,
+    }
+    return SshExecutor(server.host, **{**settings, **options})
+
+
+class SshFixtures:
+    """An SshExecutor in a new empty remote folder, closed after the test."""
+
+    @pytest.fixture
+    async def executor(self, ssh_server: SshServer) -> AsyncIterator[ToolExecutor]:
+        """The executor under test."""
+        async with connect(ssh_server) as executor:
+            yield executor
+
+
+class TestSshContract(ExecutorContract, SshFixtures):
+    """The shared contract, against an SshExecutor and a real sshd."""
+
+
+class TestSshReadOnly(ReadOnlyContract):
+    """ReadOnly over SSH: reads work, writes and shell commands are refused."""
+
+    @pytest.fixture
+    async def writer(self, ssh_server: SshServer) -> AsyncIterator[ToolExecutor]:
+        """An SshExecutor that may write, in a new folder."""
+        async with connect(ssh_server) as executor:
+            yield executor
+
+    @pytest.fixture
+    async def executor(
+        self, ssh_server: SshServer, writer: SshExecutor
+    ) -> AsyncIterator[ToolExecutor]:
+        """A read-only SshExecutor on the writer's folder."""
+        async with connect(ssh_server, writer.workdir) as executor:
+            yield ReadOnly(executor)
+
+
+@pytest.fixture
+async def ex(ssh_server: SshServer) -> AsyncIterator[SshExecutor]:
+    """An SshExecutor in a new empty remote folder."""
+    async with connect(ssh_server) as executor:
+        yield executor
+
+
+async def remote_alive(ex: SshExecutor, pids: list[int]) -> list[int]:
+    """Which of `pids` still run (not zombies), asked on the remote host through a new channel."""
+    script = 'for p in "$@"; do s=$(cat /proc/$p/stat 2>/dev/null) || continue; '
+    script += 'set -- ${s##*) }; [ "$1" = Z ] || echo "$p"; done'
+    output = await ex.exec_cmd(Command.exec(["sh", "-c", script, "sh", *map(str, pids)]))
+    return [int(line) for line in output.stdout.split()]
+
+
+async def read_pids(ex: SshExecutor, *names: str) -> list[int]:
+    """Wait until each pid file in the workdir holds a pid, and return them."""
+    pids = []
+    with anyio.fail_after(10):
+        for name in names:
+            while True:
+                try:
+                    text = (await ex.exec_cmd(Command.read_file(name))).stdout.strip()
+                except NonZeroExit:
+                    text = b""
+                if text:
+                    pids.append(int(text))
+                    break
+                await anyio.sleep(0.02)
+    return pids
+
+
+async def wait_gone(ex: SshExecutor, pids: list[int]) -> None:
+    """Wait until none of `pids` runs on the remote host; fail naming the survivors."""
+    deadline = time.monotonic() + 5
+    while left := await remote_alive(ex, pids):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still running on the remote host: {left}")
+        await anyio.sleep(0.05)
+
+
+# A background sleep, a setsid escapee, a TERM-ignorer and a daemon that
+# double-forks away from the group and the session.
+TREE = """
+sleep 300 & echo $! > bg.pid
+setsid sleep 301 & echo $! > setsid.pid
+sh -c 'trap "" TERM; echo $$ > stubborn.pid; while :; do sleep 0.05; done' &
+python3 -c '
+import os, time
+if os.fork(): os._exit(0)
+os.setsid()
+if os.fork(): os._exit(0)
+open("daemon.pid", "w").write(str(os.getpid()))
+time.sleep(300)
+' &
+echo started
+sleep 300
+"""
+PID_FILES = ("bg.pid", "setsid.pid", "stubborn.pid", "daemon.pid")
+
+
+async def test_timeout_kills_the_whole_remote_tree(ex: SshExecutor) -> None:
+    """After a timeout no process of the command survives remotely, and TimedOut has the output."""
+    started = time.monotonic()
+    with pytest.raises(TimedOut) as caught:
+        await ex.exec_cmd(Command.shell(TREE).with_timeout(1.5))
+    assert time.monotonic() - started < 10
+    assert caught.value.output.stdout == b"started\n"
+    pids = await read_pids(ex, *PID_FILES)
+    assert await remote_alive(ex, pids) == []
+
+
+async def test_cancellation_kills_the_remote_tree(ex: SshExecutor) -> None:
+    """A cancelled command's remote tree is killed before the cancellation goes on."""
+    with anyio.move_on_after(1.5) as scope:
+        await ex.exec_cmd(Command.shell(TREE))
+    assert scope.cancelled_caught
+    pids = await read_pids(ex, *PID_FILES)
+    assert await remote_alive(ex, pids) == []
+
+
+async def test_sink_error_kills_the_remote_tree(ex: SshExecutor) -> None:
+    """A failing sink stops the remote command and its background child, and propagates."""
+
+    class Stop(Exception):
+        pass
+
+    def sink(chunk: Chunk) -> None:
+        if b"ready" in chunk.data:
+            raise Stop
+
+    with pytest.raises(Stop):
+        await ex.exec_cmd_streaming(
+            Command.shell("sleep 300 & echo $! > bg.pid; echo ready; sleep 300"), sink
+        )
+    pids = await read_pids(ex, "bg.pid")
+    assert await remote_alive(ex, pids) == []
+
+
+async def test_aclose_ends_background_jobs(ssh_server: SshServer) -> None:
+    """A job left running by a finished command runs until aclose(), which kills it."""
+    workdir = ssh_server.workdir()
+    async with connect(ssh_server, workdir) as ex:
+        await ex.exec_cmd(Command.shell("nohup sleep 300 >/dev/null 2>&1 & echo $! > job.pid"))
+        pids = await read_pids(ex, "job.pid")
+        assert await remote_alive(ex, pids) == pids
+    async with connect(ssh_server, workdir) as checker:
+        await wait_gone(checker, pids)
+
+
+async def test_dropped_connection_is_reopened(ex: SshExecutor) -> None:
+    """When the connection drops between commands, the next command opens a new one."""
+    first = int((await ex.exec_cmd(Command.shell("echo $PPID"))).stdout)
+    # The parent of the login shell is sshd's process for this connection:
+    # killing it drops the connection as a network failure would.
+    os.kill(first, signal.SIGKILL)
+    output = await ex.exec_cmd(Command.shell("echo $PPID; echo again"))
+    second, again = output.stdout.split()
+    assert again == b"again"
+    assert int(second) != first
+    assert (await ex.exec_cmd(Command.write_file("f", "x"))).exit_code is None
+    os.kill(int(second), signal.SIGKILL)
+    await anyio.sleep(0.2)  # Let the connection notice it is gone.
+    assert (await ex.exec_cmd(Command.read_file("f"))).stdout == b"x"
+
+
+async def test_commands_share_one_connection(ex: SshExecutor) -> None:
+    """Sequential and concurrent commands run over the one connection."""
+    parents = set()
+    for _ in range(3):
+        parents.add((await ex.exec_cmd(Command.shell("echo $PPID"))).stdout)
+    outputs: list[bytes] = []
+
+    async def one(number: int) -> None:
+        output = await ex.exec_cmd(Command.shell(f"sleep 0.1; echo {number} $PPID"))
+        outputs.append(output.stdout)
+
+    # More than sshd's MaxSessions (10): the rest wait for a free channel.
+    async with anyio.create_task_group() as tasks:
+        for number in range(30):
+            tasks.start_soon(one, number)
+    assert sorted(int(line.split()[0]) for line in outputs) == list(range(30))
+    parents |= {line.split()[1] + b"\n" for line in outputs}
+    assert len(parents) == 1
+
+
+def make_key(path: Path) -> Path:
+    """A new ed25519 key pair at `path` and `path.pub`."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return path
+
+
+def fingerprint(public_key: str) -> str:
+    """The SHA256 fingerprint ssh-keygen prints for a public key file."""
+    listed = subprocess.run(
+        ["ssh-keygen", "-l", "-E", "sha256", "-f", public_key],
+        capture_output=True,
+        check=True,
+        text=True,
+    ).stdout
+    return listed.split()[1]
+
+
+async def test_changed_host_key_is_refused(ssh_server: SshServer, tmp_path: Path) -> None:
+    """A host key other than the one known_hosts lists refuses the connection, naming it."""
+    make_key(tmp_path / "other")
+    kind, key = (tmp_path / "other.pub").read_text().split()[:2]
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{ssh_server.port} {kind} {key}\n")
+    async with connect(ssh_server, known_hosts=str(known)) as ex:
+        with pytest.raises(ExecutorError, match="CHANGED") as caught:
+            await ex.exec_cmd(Command.shell("echo never"))
+    assert fingerprint(f"{ssh_server.host_key}.pub") in str(caught.value)
+
+
+async def test_unknown_host_key_is_refused(ssh_server: SshServer, tmp_path: Path) -> None:
+    """A host known_hosts does not list is refused, with the offered key's fingerprint."""
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    async with connect(ssh_server, known_hosts=str(known)) as ex:
+        with pytest.raises(ExecutorError, match="unknown") as caught:
+            await ex.exec_cmd(Command.shell("echo never"))
+        with pytest.raises(ExecutorError, match="unknown"):
+            await ex.exec_cmd(Command.read_file("x"))
+    assert fingerprint(f"{ssh_server.host_key}.pub") in str(caught.value)
+
+
+async def test_wrong_key_is_refused(ssh_server: SshServer, tmp_path: Path) -> None:
+    """A client key the server does not accept gives a clear ExecutorError."""
+    key = make_key(tmp_path / "stranger")
+    async with connect(ssh_server, client_keys=[str(key)], agent_path="") as ex:
+        with pytest.raises(ExecutorError, match="refused"):
+            await ex.exec_cmd(Command.shell("echo never"))
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_trio_is_refused_clearly(ssh_server: SshServer) -> None:
+    """Under trio every command and listing raises ExecutorError saying asyncio is needed."""
+    async with connect(ssh_server) as ex:
+        with pytest.raises(ExecutorError, match="asyncio"):
+            await ex.exec_cmd(Command.shell("echo hi"))
+        with pytest.raises(ExecutorError, match="asyncio"):
+            await ex.exec_cmd(Command.read_file("x"))
+        with pytest.raises(ExecutorError, match="asyncio"):
+            async for _ in ex.stream_files("."):
+                pass
+
+
+async def test_environment_rules(ssh_server: SshServer) -> None:
+    """envs, env_remove (names and the command's patterns) and env_clear apply remotely."""
+    async with connect(ssh_server, envs={"EXTRA": "it's $here", "odd-name": "v"}) as ex:
+        output = await ex.exec_cmd(Command.shell('printf %s "$EXTRA"'))
+        assert output.stdout == b"it's $here"
+        # A name no shell accepts reaches a program started without one.
+        listed = await ex.exec_cmd(Command.exec(["env"]))
+        assert b"\nodd-name=v\n" in listed.stdout
+        gone = await ex.exec_cmd(
+            Command.shell('echo "${USER-unset} ${LOGNAME-unset} ${EXTRA-unset}"')
+            .with_env_removed("user", "LOG*", "extra", keep=["LOGNAME"])
+            .with_env({"EXTRA": "back"})
+        )
+        assert gone.stdout == b"unset " + ssh_server.user.encode() + b" back\n"
+    async with connect(ssh_server, env_remove=["HOME"]) as ex:
+        assert (await ex.exec_cmd(Command.shell('echo "${HOME-unset}"'))).stdout == b"unset\n"
+    async with connect(ssh_server, env_clear=True, envs={"ONLY": "1"}) as ex:
+        names = (await ex.exec_cmd(Command.exec(["/usr/bin/env"]))).stdout.decode().split()
+        assert sorted(name.split("=")[0] for name in names) == ["EXECUTOR_PROCESS_TREE", "ONLY"]
+
+
+async def test_killed_by_a_signal(ex: SshExecutor) -> None:
+    """A command killed by a signal fails with 128 + N and the signal, as locally."""
+    with pytest.raises(NonZeroExit, match="SIGKILL") as caught:
+        await ex.exec_cmd(Command.shell("kill -9 $$"))
+    assert caught.value.output.exit_code == 128 + 9
+    assert caught.value.output.signal == 9
+
+
+async def test_flood_is_exact_and_capped(ssh_server: SshServer) -> None:
+    """A large output arrives whole to the sink, and the stored output keeps head and tail."""
+    seen = 0
+
+    async def sink(chunk: Chunk) -> None:
+        nonlocal seen
+        seen += len(chunk.data)
+        await anyio.lowlevel.checkpoint()
+
+    async with connect(ssh_server, output_limit=1000) as ex:
+        output = await ex.exec_cmd_streaming(
+            Command.shell("head -c 20000000 /dev/zero; printf end"), sink
+        )
+    assert seen == 20_000_003
+    assert output.truncated
+    assert output.stdout.endswith(b"end")
+    assert len(output.stdout) == 1000
+
+
+async def test_write_file_is_atomic_and_keeps_the_mode(ex: SshExecutor) -> None:
+    """write_file replaces through a rename, keeps the mode, and leaves no temporary file."""
+    await ex.exec_cmd(Command.write_file("bin/tool.sh", "#!/bin/sh\necho v1\n"))
+    await ex.exec_cmd(Command.shell("chmod 750 bin/tool.sh; ls -i bin/tool.sh > inode"))
+    await ex.exec_cmd(Command.write_file("bin/tool.sh", "#!/bin/sh\necho v2\n"))
+    assert (await ex.exec_cmd(Command.shell("./bin/tool.sh"))).stdout == b"v2\n"
+    listing = await ex.exec_cmd(
+        Command.shell("stat -c %a bin/tool.sh; ls -A bin; ls -i bin/tool.sh")
+    )
+    mode, name, inode = listing.stdout.decode().splitlines()
+    assert (mode, name) == ("750", "tool.sh")
+    before = (await ex.exec_cmd(Command.read_file("inode"))).stdout.decode()
+    assert inode != before.strip()
+    with pytest.raises(NonZeroExit, match="Is a directory"):
+        await ex.exec_cmd(Command.write_file("bin", "x"))
+
+
+async def test_read_file_refuses_a_fifo(ex: SshExecutor) -> None:
+    """Reading a FIFO fails at once instead of stalling the SFTP channel."""
+    await ex.exec_cmd(Command.shell("mkfifo pipe"))
+    with anyio.fail_after(5), pytest.raises(NonZeroExit, match="not a regular file"):
+        await ex.exec_cmd(Command.read_file("pipe"))
+    assert (await ex.exec_cmd(Command.write_file("after", "ok"))).exit_code is None
+
+
+async def test_missing_current_dir_fails_the_command(ex: SshExecutor) -> None:
+    """A current_dir that does not exist fails the command with exit code 1."""
+    with pytest.raises(NonZeroExit) as caught:
+        await ex.exec_cmd(Command.shell("echo never").with_current_dir("nowhere"))
+    assert caught.value.output.exit_code == 1
+    assert b"nowhere" in caught.value.output.stderr
+    assert caught.value.output.stdout == b""
+
+
+async def test_stream_files_matches_the_local_walker(ex: SshExecutor) -> None:
+    """Over SFTP, stream_files lists what LocalExecutor lists for the same tree."""
+    tree = {
+        ".gitignore": "*.log\nbuild/\n!keep.log\n",
+        ".ignore": "secret*\n",
+        "a.py": "print(1)\n",
+        "debug.log": "noise\n",
+        "keep.log": "kept\n",
+        "secret.txt": "hidden by .ignore\n",
+        "build/out.py": "x\n",
+        "src/.hidden.py": "x\n",
+        "src/deep/b.py": "b\n",
+        "src/deep/.gitignore": "*.tmp\n",
+        "src/deep/c.tmp": "c\n",
+        "src/bin.dat": "\x00\x01",
+        ".git/info/exclude": "excluded.md\n",
+        "excluded.md": "x\n",
+        "docs/é.md": "ünïcode\n",
+    }
+    for name, content in tree.items():
+        await ex.exec_cmd(Command.write_file(name, content))
+    await ex.exec_cmd(Command.shell("ln -s a.py link.py; mkfifo fifo.py"))
+    remote = [(f.path, f.content) async for f in ex.stream_files(".")]
+    async with LocalExecutor(ex.workdir) as local:
+        expected = [(f.path, f.content) async for f in local.stream_files(".")]
+        for root, extensions in (("src", None), ("src", ["py"]), (".", [".md"]), ("a.py", None)):
+            there = [(f.path, f.content) async for f in ex.stream_files(root, extensions)]
+            here = [(f.path, f.content) async for f in local.stream_files(root, extensions)]
+            assert there == here
+    assert remote == expected
+    assert {path for path, _ in remote} == {"a.py", "keep.log", "src/deep/b.py", "docs/é.md"}

@@ -13,8 +13,8 @@ import importlib
 import inspect
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeAlias
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, TypeAlias
 
 import anyio
 import attrs
@@ -24,10 +24,8 @@ from executor._commands import Command
 from executor._errors import CommandError, outcome_of
 from executor._output import Chunk, CommandOutput, OutputBuffer
 from executor._policies import describe
+from executor._session import ProcessSession, WrappedSession
 from executor._wrappers import WrappedExecutor
-
-if TYPE_CHECKING:
-    from executor._session import ProcessSession
 
 __all__ = [
     "CommandCancelled",
@@ -149,13 +147,17 @@ class Observed(WrappedExecutor):
     cancellation goes on). An exception the observer raises propagates, and
     no more events are sent for that command.
 
-    `start()` reports `CommandStarted` for the session and forwards; a
-    session's chunks and end are not observed yet.
+    Sessions (`start()`) are observed the same way: their chunks as the
+    reader gets them, then `CommandFinished` when the command ends, or
+    `CommandCancelled` when the session is cancelled or left before it
+    ended. An observer's exception there kills the command, and
+    `finalize()` raises it.
 
     If `opentelemetry` is importable and `tracing` is true, each command runs
     in a span `executor.command` with attributes `executor.command`,
     `executor.exit_code`, `executor.duration_s` and `executor.outcome`; a
-    failure sets an error status.
+    failure sets an error status. A session's span starts with the session
+    and ends with it, but is not made current.
     """
 
     def __init__(self, inner: ToolExecutor, observer: Observer, *, tracing: bool = True) -> None:
@@ -165,6 +167,59 @@ class Observed(WrappedExecutor):
 
     def __repr__(self) -> str:
         return f"Observed({self.inner!r})"
+
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Run `cmd` through the inner executor's streaming, reporting its events."""
+        return await self._observed(cmd, None)
+
+    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
+        """Run `cmd` with streaming, reporting its events; `sink` gets every chunk."""
+        return await self._observed(cmd, sink)
+
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Start a session on the inner executor, reporting its events (see the class)."""
+        call = _ObservedCall(self, cmd)
+        trace = self._trace()
+        if trace is not None:
+            call.span = trace.get_tracer("executor").start_span(
+                SPAN_NAME, attributes={"executor.command": call.description}
+            )
+            call.owns_span = True
+        try:
+            await call.started()
+            session = await self.inner.start(cmd, pty=pty)
+        except _ObserverFailed as failed:
+            raise failed.error from None
+        except BaseException as error:
+            with anyio.CancelScope(shield=True):
+                await call.failed(error, cancelled=not isinstance(error, Exception))
+            raise
+        return _ObservedSession(session, call)
+
+    async def _observed(self, cmd: Command, sink: Sink | None) -> CommandOutput:
+        call = _ObservedCall(self, cmd)
+
+        async def observing(chunk: Chunk) -> None:
+            await call.chunk(chunk)
+            if sink is not None:
+                await call_sink(sink, chunk)
+
+        try:
+            with self._span(call.description) as span:
+                call.span = span
+                await call.started()
+                try:
+                    output = await self.inner.exec_cmd_streaming(cmd, observing)
+                except _ObserverFailed:
+                    raise
+                except BaseException as error:
+                    with anyio.CancelScope(shield=True):
+                        await call.failed(error, cancelled=not isinstance(error, Exception))
+                    raise
+                await call.finished("ok", output.exit_code, None, len(output))
+                return output
+        except _ObserverFailed as failed:
+            raise failed.error from None
 
     async def _emit(self, event: CommandEvent) -> None:
         try:
@@ -176,112 +231,12 @@ class Observed(WrappedExecutor):
                 raise
             raise _ObserverFailed(error) from error
 
-    async def exec_cmd(self, cmd: Command) -> CommandOutput:
-        """Run `cmd` through the inner executor's streaming, reporting its events."""
-        return await self._observed(cmd, None)
-
-    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
-        """Run `cmd` with streaming, reporting its events; `sink` gets every chunk."""
-        return await self._observed(cmd, sink)
-
-    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
-        """Report `CommandStarted` for a session, then start it on the inner executor."""
-        description = describe(cmd)
-        try:
-            await self._emit(
-                CommandStarted(
-                    call_id=uuid.uuid4().hex, command=cmd, description=description, time=time.time()
-                )
-            )
-        except _ObserverFailed as failed:
-            raise failed.error from None
-        return await self.inner.start(cmd, pty=pty)
-
-    async def _observed(self, cmd: Command, sink: Sink | None) -> CommandOutput:
-        try:
-            return await self._run(cmd, sink)
-        except _ObserverFailed as failed:
-            raise failed.error from None
-
-    async def _run(self, cmd: Command, sink: Sink | None) -> CommandOutput:
-        call_id = uuid.uuid4().hex
-        description = describe(cmd)
-        seen = OutputBuffer(_PARTIAL_LIMIT)
-        sequence = 0
-        total = 0
-
-        async def observing(chunk: Chunk) -> None:
-            nonlocal sequence, total
-            if chunk.data:
-                sequence += 1
-                total += len(chunk.data)
-                seen.append(chunk)
-                await self._emit(
-                    CommandChunk(call_id=call_id, chunk=chunk, sequence=sequence, time=time.time())
-                )
-            if sink is not None:
-                await call_sink(sink, chunk)
-
-        with self._span(description) as span:
-            await self._emit(
-                CommandStarted(
-                    call_id=call_id, command=cmd, description=description, time=time.time()
-                )
-            )
-            started = time.monotonic()
-
-            def finished(
-                outcome: str, exit_code: int | None, error: str | None, size: int
-            ) -> CommandFinished:
-                duration = time.monotonic() - started
-                _end_span(span, outcome, exit_code, duration, error)
-                return CommandFinished(
-                    call_id=call_id,
-                    success=outcome == "ok",
-                    exit_code=exit_code,
-                    duration=duration,
-                    error=error,
-                    output_bytes=max(total, size),
-                    outcome=outcome,
-                    time=time.time(),
-                )
-
-            try:
-                output = await self.inner.exec_cmd_streaming(cmd, observing)
-            except _ObserverFailed:
-                _end_span(span, "error", None, time.monotonic() - started, "observer failed")
-                raise
-            except CommandError as error:
-                outcome = outcome_of(error)
-                with anyio.CancelScope(shield=True):
-                    await self._emit(
-                        finished(outcome, error.output.exit_code, error.message, len(error.output))
-                    )
-                raise
-            except Exception as error:
-                with anyio.CancelScope(shield=True):
-                    await self._emit(finished("exception", None, repr(error), 0))
-                raise
-            except BaseException:
-                duration = time.monotonic() - started
-                _end_span(span, "cancelled", None, duration, None)
-                with anyio.CancelScope(shield=True):
-                    await self._emit(
-                        CommandCancelled(
-                            call_id=call_id,
-                            duration=duration,
-                            partial_output=seen.output(exit_code=None, duration=duration),
-                            pending=description,
-                            time=time.time(),
-                        )
-                    )
-                raise
-            await self._emit(finished("ok", output.exit_code, None, len(output)))
-            return output
+    def _trace(self) -> Any:
+        return _opentelemetry_trace() if self.tracing else None
 
     @contextlib.contextmanager
     def _span(self, description: str) -> Iterator[Any]:
-        trace = _opentelemetry_trace() if self.tracing else None
+        trace = self._trace()
         if trace is None:
             yield None
             return
@@ -293,6 +248,135 @@ class Observed(WrappedExecutor):
             set_status_on_exception=False,
         ) as span:
             yield span
+
+
+class _ObservedCall:
+    """One command's events, from `CommandStarted` to its end, and its span."""
+
+    def __init__(self, observed: Observed, cmd: Command) -> None:
+        self._observed = observed
+        self.cmd = cmd
+        self.call_id = uuid.uuid4().hex
+        self.description = describe(cmd)
+        self.span: Any = None
+        # A session's span is ours to end; a command's ends with its `with` block.
+        self.owns_span = False
+        self._observer_failed = False
+        self._seen = OutputBuffer(_PARTIAL_LIMIT)
+        self._sequence = 0
+        self._total = 0
+        self._started = time.monotonic()
+        self._ended = False
+
+    async def _send(self, event: CommandEvent) -> None:
+        # After the observer failed once, nothing more is sent for this command.
+        if self._observer_failed:
+            return
+        try:
+            await self._observed._emit(event)
+        except _ObserverFailed:
+            self._observer_failed = True
+            self.end_span("error", None, "observer failed")
+            raise
+
+    async def started(self) -> None:
+        self._started = time.monotonic()
+        await self._send(
+            CommandStarted(
+                call_id=self.call_id,
+                command=self.cmd,
+                description=self.description,
+                time=time.time(),
+            )
+        )
+
+    async def chunk(self, chunk: Chunk) -> None:
+        if not chunk.data:
+            return
+        self._sequence += 1
+        self._total += len(chunk.data)
+        self._seen.append(chunk)
+        await self._send(
+            CommandChunk(
+                call_id=self.call_id, chunk=chunk, sequence=self._sequence, time=time.time()
+            )
+        )
+
+    async def finished(
+        self, outcome: str, exit_code: int | None, error: str | None, size: int
+    ) -> None:
+        duration = time.monotonic() - self._started
+        self.end_span(outcome, exit_code, error)
+        await self._send(
+            CommandFinished(
+                call_id=self.call_id,
+                success=outcome == "ok",
+                exit_code=exit_code,
+                duration=duration,
+                error=error,
+                output_bytes=max(self._total, size),
+                outcome=outcome,
+                time=time.time(),
+            )
+        )
+
+    async def failed(self, error: BaseException, *, cancelled: bool) -> None:
+        """Report the end by `error`: finished, or cancelled with the output seen so far."""
+        if self._observer_failed or isinstance(error, _ObserverFailed):
+            return
+        if isinstance(error, CommandError) and not cancelled:
+            await self.finished(
+                outcome_of(error), error.output.exit_code, error.message, len(error.output)
+            )
+        elif isinstance(error, Exception) and not cancelled:
+            await self.finished("exception", None, repr(error), 0)
+        else:
+            duration = time.monotonic() - self._started
+            self.end_span("cancelled", None, None)
+            await self._send(
+                CommandCancelled(
+                    call_id=self.call_id,
+                    duration=duration,
+                    partial_output=self._seen.output(exit_code=None, duration=duration),
+                    pending=self.description,
+                    time=time.time(),
+                )
+            )
+
+    def end_span(self, outcome: str, exit_code: int | None, error: str | None) -> None:
+        """Set the span's attributes and status; a session's own span is ended here too."""
+        span, self.span = self.span, None
+        if span is None:
+            return
+        _end_span(span, outcome, exit_code, time.monotonic() - self._started, error)
+        if self.owns_span:
+            span.end()
+
+
+class _ObservedSession(WrappedSession):
+    def __init__(self, inner: ProcessSession, call: _ObservedCall) -> None:
+        super().__init__(inner)
+        self._call = call
+
+    async def _chunk(self, chunk: Chunk) -> Sequence[Chunk]:
+        try:
+            await self._call.chunk(chunk)
+        except _ObserverFailed as failed:
+            raise failed.error from None
+        return (chunk,)
+
+    async def _ended(self, output: CommandOutput) -> CommandOutput:
+        try:
+            await self._call.finished("ok", output.exit_code, None, len(output))
+        except _ObserverFailed as failed:
+            raise failed.error from None
+        return output
+
+    async def _failed(self, error: BaseException) -> None:
+        # An observer failing on the end itself is not raised over the session's
+        # own error: `_send` has stopped the events and closed the span.
+        with contextlib.suppress(_ObserverFailed):
+            await self._call.failed(error, cancelled=self.ending)
 
 
 def _opentelemetry_trace() -> Any:

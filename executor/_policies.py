@@ -11,8 +11,8 @@ import inspect
 import os
 import shlex
 import time
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Literal, Protocol, TypeAlias
 
 import anyio
 import attrs
@@ -21,10 +21,9 @@ from executor._base import Sink, ToolExecutor, call_sink
 from executor._commands import Command, Exec, ReadFile, Shell, WriteFile
 from executor._errors import CommandError, PolicyDenied, outcome_of
 from executor._output import Chunk, CommandOutput, Stderr, Stdout
+from executor._session import ProcessSession, WrappedSession
+from executor._verdict import Verdict
 from executor._wrappers import CheckedExecutor, WrappedExecutor
-
-if TYPE_CHECKING:
-    from executor._session import ProcessSession
 
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",
@@ -59,14 +58,6 @@ def describe(cmd: Command) -> str:
 
 
 # --- approval -------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Verdict:
-    """An approver's answer: approved or not, and why (the reason reaches the model)."""
-
-    approved: bool
-    reason: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -211,17 +202,15 @@ class Secrets(CheckedExecutor):
         return cmd.with_env_removed(*self.patterns, keep=self.keep)
 
     async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
-        """Start a session without credentials; refused while there are values to redact.
+        """Start a session without credentials, its chunks and final output redacted.
 
-        A session's chunks are not redacted yet, so rather than let a secret
-        through, a session is refused when this policy knows secret values.
+        A chunk that ends with what could be the start of a secret is held
+        back until the next chunk of its stream (or the end) tells.
         """
-        if self._secrets:
-            raise PolicyDenied(
-                "sessions are not available here: their output cannot be redacted of "
-                "secrets yet; run the command with exec_cmd instead"
-            )
-        return await super().start(cmd, pty=pty)
+        session = await super().start(cmd, pty=pty)
+        if not self._secrets:
+            return session
+        return _RedactingSession(session, self)
 
     async def exec_cmd(self, cmd: Command) -> CommandOutput:
         """Run `cmd` without credentials, its output redacted."""
@@ -258,6 +247,26 @@ class Secrets(CheckedExecutor):
 
 def _discard(chunk: Chunk) -> None:
     pass
+
+
+class _RedactingSession(WrappedSession):
+    def __init__(self, inner: ProcessSession, policy: Secrets) -> None:
+        super().__init__(inner)
+        self._policy = policy
+        self._redactor = _StreamRedactor(policy._secrets)
+
+    async def _chunk(self, chunk: Chunk) -> Sequence[Chunk]:
+        return self._redactor.feed(chunk)
+
+    async def _flush(self) -> Sequence[Chunk]:
+        return self._redactor.flush()
+
+    async def _ended(self, output: CommandOutput) -> CommandOutput:
+        return self._policy._redact_output(output)
+
+    async def _failed(self, error: BaseException) -> None:
+        if isinstance(error, CommandError):
+            error.output = self._policy._redact_output(error.output)
 
 
 class _StreamRedactor:
@@ -382,50 +391,96 @@ class Audit(WrappedExecutor):
         """Run `cmd` with streaming, recording its start and end."""
         return await self._audited(cmd, sink)
 
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Start a session, recording its start now and its end when it ends.
+
+        The end is recorded when the command ends, or when the session is
+        cancelled or left (outcome "cancelled" when it had not ended).
+        """
+        call = _AuditedCall(self, cmd)
+        await call.start()
+        try:
+            session = await self.inner.start(cmd, pty=pty)
+        except BaseException as error:
+            with anyio.CancelScope(shield=True):
+                await call.failed(error)
+            raise
+        return _AuditedSession(session, call)
+
     async def _audited(self, cmd: Command, sink: Sink | None) -> CommandOutput:
-        description = describe(cmd)
-        await self._record(
-            AuditRecord(
-                event=AuditEvent.START, command=cmd, description=description, time=time.time()
-            )
-        )
-        started = time.monotonic()
-
-        def end(event: AuditEvent, outcome: str, **fields: object) -> AuditRecord:
-            return AuditRecord(
-                event=event,
-                command=cmd,
-                description=description,
-                time=time.time(),
-                duration=time.monotonic() - started,
-                outcome=outcome,
-                **fields,  # type: ignore[arg-type]
-            )
-
+        call = _AuditedCall(self, cmd)
+        await call.start()
         try:
             if sink is None:
                 output = await self.inner.exec_cmd(cmd)
             else:
                 output = await self.inner.exec_cmd_streaming(cmd, sink)
-        except PolicyDenied as error:
-            with anyio.CancelScope(shield=True):
-                await self._record(end(AuditEvent.DENIED, "denied", message=error.message))
-            raise
-        except CommandError as error:
-            outcome = outcome_of(error)
-            with anyio.CancelScope(shield=True):
-                await self._record(
-                    end(
-                        AuditEvent.END,
-                        outcome,
-                        exit_code=error.output.exit_code,
-                        message=error.message,
-                    )
-                )
-            raise
         except BaseException as error:
             with anyio.CancelScope(shield=True):
-                await self._record(end(AuditEvent.END, "cancelled", message=repr(error)))
+                await call.failed(error)
             raise
-        await self._record(end(AuditEvent.END, "ok", exit_code=output.exit_code))
+        await call.ended(output)
         return output
+
+
+class _AuditedCall:
+    """One command's records: its START, then one END or DENIED."""
+
+    def __init__(self, audit: Audit, cmd: Command) -> None:
+        self._audit = audit
+        self._cmd = cmd
+        self._description = describe(cmd)
+        self._started = time.monotonic()
+
+    async def start(self) -> None:
+        self._started = time.monotonic()
+        await self._audit._record(
+            AuditRecord(
+                event=AuditEvent.START,
+                command=self._cmd,
+                description=self._description,
+                time=time.time(),
+            )
+        )
+
+    async def ended(self, output: CommandOutput) -> None:
+        await self._end(AuditEvent.END, "ok", exit_code=output.exit_code)
+
+    async def failed(self, error: BaseException, *, cancelled: bool = False) -> None:
+        if isinstance(error, PolicyDenied):
+            await self._end(AuditEvent.DENIED, "denied", message=error.message)
+        elif isinstance(error, CommandError) and not cancelled:
+            await self._end(
+                AuditEvent.END,
+                outcome_of(error),
+                exit_code=error.output.exit_code,
+                message=error.message,
+            )
+        else:
+            await self._end(AuditEvent.END, "cancelled", message=repr(error))
+
+    async def _end(self, event: AuditEvent, outcome: str, **fields: object) -> None:
+        await self._audit._record(
+            AuditRecord(
+                event=event,
+                command=self._cmd,
+                description=self._description,
+                time=time.time(),
+                duration=time.monotonic() - self._started,
+                outcome=outcome,
+                **fields,  # type: ignore[arg-type]
+            )
+        )
+
+
+class _AuditedSession(WrappedSession):
+    def __init__(self, inner: ProcessSession, call: _AuditedCall) -> None:
+        super().__init__(inner)
+        self._call = call
+
+    async def _ended(self, output: CommandOutput) -> CommandOutput:
+        await self._call.ended(output)
+        return output
+
+    async def _failed(self, error: BaseException) -> None:
+        await self._call.failed(error, cancelled=self.ending)

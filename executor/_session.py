@@ -24,7 +24,7 @@ import os
 import struct
 import termios
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Final, Self
 
@@ -37,9 +37,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from executor._errors import ExecutorError, NonZeroExit
 from executor._output import Chunk, CommandOutput, OutputBuffer
 from executor._process import ProcessRun, Spawned, kill_tree, run_to_completion
-from executor._streaming import Bytes, Resize, Signal, StdinEvent, Text
+from executor._stdin import Bytes, Resize, Signal, StdinEvent, Text, UnixSignal
 
-__all__ = ["CHUNK_BUFFER", "LocalSession", "ProcessSession", "SessionChunk"]
+__all__ = ["CHUNK_BUFFER", "LocalSession", "ProcessSession", "SessionChunk", "WrappedSession"]
 
 CHUNK_BUFFER: Final = 16
 """Chunks a session holds for its reader; past that the process's output waits."""
@@ -117,6 +117,7 @@ class ProcessSession(abc.ABC):
         self._stdin_lock = anyio.Lock()
         self._sequence = 0
         self._cancelled = False
+        self._leaving = False
         self._result: CommandOutput | None = None
         self._error: BaseException | None = None
         self._done = anyio.Event()
@@ -170,16 +171,19 @@ class ProcessSession(abc.ABC):
         if self._entered:
             raise ExecutorError("a session is entered once")
         self._entered = True
-        await self._begin()
-        self._started = True
         self._send, self._receive = anyio.create_memory_object_stream[SessionChunk](CHUNK_BUFFER)
+        # The task group first: what `_begin` enters (a wrapped session's own
+        # task group) nests inside it, and is left before it.
+        self._tasks = await self._stack.enter_async_context(anyio.create_task_group())
         try:
-            self._tasks = await self._stack.enter_async_context(anyio.create_task_group())
-            self._tasks.start_soon(self._main)
+            await self._begin()
         except BaseException:
-            await run_to_completion(self._terminate)
-            await self._release()
+            self._send.close()
+            self._receive.close()
+            await self._stack.aclose()
             raise
+        self._started = True
+        self._tasks.start_soon(self._main)
         if self._initial_stdin is not None:
             try:
                 await self._write(self._initial_stdin)
@@ -197,6 +201,7 @@ class ProcessSession(abc.ABC):
     ) -> bool | None:
         if not self._started:
             return None
+        self._leaving = True
         self._receive.close()
         try:
             # Also after the exit: background processes the command left.
@@ -288,6 +293,15 @@ class ProcessSession(abc.ABC):
         self._check_entered()
         await self.close_stdin()
         self._receive.close()
+        return await self._outcome()
+
+    @property
+    def ending(self) -> bool:
+        """Whether the session was cancelled or left before its command ended."""
+        return self._cancelled or (self._leaving and not self._done.is_set())
+
+    async def _outcome(self) -> CommandOutput:
+        """Wait for the end, leaving stdin open; return or raise as `finalize()` does."""
         await self._done.wait()
         if self._error is not None:
             raise self._error
@@ -460,3 +474,114 @@ class LocalSession(ProcessSession):
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+class WrappedSession(ProcessSession):
+    """A session that forwards to another one, seeing each chunk and the end on the way.
+
+    Wrappers that watch or rewrite output (`Secrets`, `Audit`, `Observed`)
+    return one from `start()` around the inner executor's session, and
+    override `_chunk` (what the reader gets for each inner chunk), `_flush`
+    (what is left at the end), `_ended` (the output `finalize()` returns)
+    and `_failed` (called with the error that ends the session: a failure to
+    start, `NonZeroExit`, `TimedOut`, a cancellation, or an exception of a
+    hook, after which the inner command is cancelled). `ending` tells a hook whether the
+    session was cancelled or left early.
+    """
+
+    def __init__(self, inner: ProcessSession) -> None:
+        """Wrap `inner`, a session not yet entered."""
+        super().__init__(pty=inner.pty)
+        self.inner = inner
+
+    @property
+    def pid(self) -> int | None:
+        """The inner session's pid."""
+        return self.inner.pid
+
+    async def _chunk(self, chunk: Chunk) -> Sequence[Chunk]:
+        """What the reader gets for `chunk`; by default, `chunk` itself."""
+        return (chunk,)
+
+    async def _flush(self) -> Sequence[Chunk]:
+        """Chunks to deliver once the inner output has ended; by default none."""
+        return ()
+
+    async def _ended(self, output: CommandOutput) -> CommandOutput:
+        """The output `finalize()` returns; by default the inner one."""
+        return output
+
+    async def _failed(self, error: BaseException) -> None:
+        """See the error that ends the session (it may update `error.output`).
+
+        Called under a shield, also for a cancellation.
+        """
+
+    async def _begin(self) -> None:
+        try:
+            await self.inner.__aenter__()
+        except BaseException as error:
+            with anyio.CancelScope(shield=True):
+                await self._failed(error)
+            raise
+
+    async def _run(self) -> CommandOutput:
+        inner = self.inner
+        try:
+            try:
+                while (item := await inner.next_chunk()) is not None:
+                    for chunk in await self._chunk(item.chunk):
+                        await self._deliver(chunk)
+            except BaseException:
+                # A hook failed (or the reading was cancelled): the command must not go on.
+                inner.cancel()
+                raise
+            try:
+                output = await inner._outcome()
+            finally:
+                for chunk in await self._flush():
+                    await self._deliver(chunk)
+        except BaseException as error:
+            with anyio.CancelScope(shield=True):
+                await self._failed(error)
+            raise
+        return await self._ended(output)
+
+    async def _write_input(self, data: bytes) -> None:
+        await self.inner.send_stdin(Bytes(data))
+
+    async def close_stdin(self) -> None:
+        """End the inner command's input (on a pty, the inner session types Ctrl-D)."""
+        self._stdin_closed = True
+        async with self._stdin_lock:
+            await self.inner.close_stdin()
+
+    async def _close_input(self) -> None:
+        await self.inner.close_stdin()
+
+    async def _signal(self, signal: int) -> None:
+        await self.inner.send_stdin(Signal(UnixSignal(signal)))
+
+    async def _resize(self, cols: int, rows: int) -> None:
+        await self.inner.send_stdin(Resize(cols, rows))
+
+    async def _terminate(self, grace: float | None = None) -> None:
+        self.inner.cancel()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        if not self._started:
+            return None
+        self._leaving = True
+        self._receive.close()
+        try:
+            # The inner session kills its whole tree, with its grace, and reaps
+            # it; it is left in this task, the one that entered it.
+            await self.inner.__aexit__(None, None, None)
+        finally:
+            await self._stack.aclose()
+        return None

@@ -10,7 +10,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from executor import Command, LocalExecutor, NonZeroExit, TimedOut
+from executor import Command, LocalExecutor, NonZeroExit, Text, TimedOut
 from executor._observed import (
     CommandCancelled,
     CommandChunk,
@@ -19,7 +19,7 @@ from executor._observed import (
     CommandStarted,
     Observed,
 )
-from executor._output import Chunk
+from executor._output import Chunk, Stderr, Stdout
 
 pytestmark = pytest.mark.anyio
 
@@ -195,15 +195,28 @@ async def test_composition_and_repr(tmp_path: Path) -> None:
     assert [type(event) for event in events] == [CommandStarted, CommandChunk, CommandFinished]
 
 
-async def test_session_start_is_reported(tmp_path: Path) -> None:
-    """Starting a session reports CommandStarted and forwards to the inner executor."""
+async def test_session_is_reported(tmp_path: Path) -> None:
+    """A session reports its start, each chunk the reader gets, and its end."""
     events: list[CommandEvent] = []
     observed = Observed(LocalExecutor(tmp_path), events.append)
-    session = await observed.start(Command.shell("echo hi"))
+    session = await observed.start(Command.shell("echo hi; sleep 0.1; echo there >&2"))
     async with session:
+        read = [item.chunk async for item in session]
         output = await session.finalize()
     assert output.stdout == b"hi\n"
-    assert [type(event) for event in events] == [CommandStarted]
+    assert read == [Stdout(b"hi\n"), Stderr(b"there\n")]
+    assert [type(event) for event in events] == [
+        CommandStarted,
+        CommandChunk,
+        CommandChunk,
+        CommandFinished,
+    ]
+    chunks = [event for event in events if isinstance(event, CommandChunk)]
+    assert [(c.chunk, c.sequence) for c in chunks] == [(read[0], 1), (read[1], 2)]
+    finished = events[-1]
+    assert isinstance(finished, CommandFinished)
+    assert (finished.outcome, finished.exit_code, finished.output_bytes) == ("ok", 0, 9)
+    assert len({event.call_id for event in events}) == 1
 
 
 _exporter: Any = None
@@ -246,3 +259,24 @@ async def test_opentelemetry_span_per_command(tmp_path: Path) -> None:
     assert failed.attributes["executor.exit_code"] == 3
     assert failed.attributes["executor.outcome"] == "nonzero"
     assert failed.status.status_code == StatusCode.ERROR
+
+
+async def test_opentelemetry_span_per_session(tmp_path: Path) -> None:
+    """A session's span opens with it and closes with its outcome when it ends."""
+    exporter = span_exporter()
+    from opentelemetry.trace import StatusCode
+
+    observed = Observed(LocalExecutor(tmp_path), lambda event: None)
+    async with await observed.start(Command.shell("cat")) as session:
+        assert exporter.get_finished_spans() == ()
+        await session.send_stdin(Text("hi\n"))
+        await session.next_chunk()
+        await session.finalize()
+    async with await observed.start(Command.shell("exit 4")) as session:
+        with pytest.raises(NonZeroExit):
+            await session.finalize()
+    ok, failed = exporter.get_finished_spans()
+    assert ok.attributes["executor.command"] == "cat"
+    assert (ok.attributes["executor.outcome"], ok.attributes["executor.exit_code"]) == ("ok", 0)
+    assert failed.attributes["executor.outcome"] == "nonzero"
+    assert failed.status.status_code is StatusCode.ERROR

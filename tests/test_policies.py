@@ -233,16 +233,6 @@ async def test_secrets_redact_environment_values(
     assert output.stdout == b"[REDACTED]\n"
 
 
-async def test_secrets_refuse_sessions_they_cannot_redact(local: LocalExecutor) -> None:
-    """A session under Secrets with values to redact is refused rather than leak them."""
-    guarded = Secrets(local, redact=["s3cr3t-value"], redact_environment=False)
-    with pytest.raises(PolicyDenied, match="redacted"):
-        await guarded.start(Command.shell("echo s3cr3t-value"))
-    plain = Secrets(local, redact_environment=False)
-    async with await plain.start(Command.shell("echo hi")) as session:
-        assert (await session.finalize()).stdout == b"hi\n"
-
-
 async def test_secrets_partial_prefix_is_released(local: LocalExecutor) -> None:
     """Output that only looks like the start of a secret comes through whole at the end."""
     guarded = Secrets(local, redact=["abcdefgh"], redact_environment=False)

@@ -1,0 +1,15 @@
+"""`Verdict`: an approver's answer, shared by command and output approvals."""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["Verdict"]
+
+
+@attrs.frozen
+class Verdict:
+    """An approver's answer: approved or not, and why (the reason reaches the model)."""
+
+    approved: bool
+    reason: str | None = None

@@ -62,6 +62,7 @@ from executor._policies import (
     describe,
 )
 from executor._rules import CommandRules, DangerousCommands, Finding, check_script
+from executor._sandbox import Sandbox, SandboxSupport
 from executor._session import ProcessSession, SessionChunk
 from executor._shell import ShellParseError, SimpleCommand, parse_command, parse_script
 from executor._ssh import SshExecutor
@@ -145,6 +146,8 @@ __all__ = [
     "ReadOnly",
     "Resize",
     "RestrictedUrl",
+    "Sandbox",
+    "SandboxSupport",
     "ScopedExecutor",
     "Secrets",
     "SessionChunk",

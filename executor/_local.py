@@ -30,8 +30,10 @@ from executor._confine import (
 )
 from executor._errors import CommandError, ExecutorError, NonZeroExit, TimedOut
 from executor._files import _wanted, normalise_extensions, stream_text_files
+from executor._landlock import LandlockRules, RestrictedThread
 from executor._output import CommandOutput, OutputBuffer, Stderr, Stdout
 from executor._process import ProcessRun, Spawned, boot_clock, kill_tree, spawn
+from executor._sandbox import Sandbox, find_program, running_read_only
 from executor._session import LocalSession, ProcessSession
 
 __all__ = ["DEFAULT_OUTPUT_LIMIT", "LocalExecutor"]
@@ -121,6 +123,15 @@ class LocalExecutor(ToolExecutor):
             a background process still holds its output pipes.
         confine: Keep file operations and commands' starting folders inside
             `workdir`, as above.
+        sandbox: Run every shell and argv command (sessions and PTYs too)
+            under an OS sandbox (see `Sandbox`): read-only but for the
+            writable paths, no home folder, no network, bounded resources.
+            Checked when the executor is built: a guarantee the machine
+            cannot give raises `ExecutorError`. The executor's own file
+            operations are not sandboxed (`confine` keeps them in the workdir).
+
+    Raises:
+        ExecutorError: The sandbox asked for cannot be given on this machine.
 
     """
 
@@ -137,6 +148,7 @@ class LocalExecutor(ToolExecutor):
     kill_grace: float = attrs.field(default=1.0, kw_only=True, validator=_non_negative)
     drain_timeout: float = attrs.field(default=0.1, kw_only=True, validator=_non_negative)
     confine: bool = attrs.field(default=False, kw_only=True)
+    sandbox: Sandbox | None = attrs.field(default=None, kw_only=True)
     # The tag's owner pid lets tools tell whose processes they are, and whether the owner is gone.
     _id: str = attrs.field(
         init=False, factory=lambda: f"{os.getpid()}:{uuid.uuid4().hex}", repr=False
@@ -152,11 +164,27 @@ class LocalExecutor(ToolExecutor):
         init=False, default=None, repr=False
     )
     _workdirs: tuple[str, ...] = attrs.field(init=False, default=(), repr=False)
+    # Sandboxed only: the backend chosen when built, and (Landlock) a thread
+    # per rule set, restricted once, that starts the commands.
+    _backend: str | None = attrs.field(init=False, default=None, repr=False)
+    _launchers: dict[LandlockRules, RestrictedThread] = attrs.field(
+        init=False, factory=dict, repr=False
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.sandbox is not None:
+            self._backend = self.sandbox.choose_backend()
 
     def __repr__(self) -> str:
-        if self.confine:
-            return f"LocalExecutor({self.workdir!r}, confine=True)"
-        return f"LocalExecutor({self.workdir!r})"
+        options = ", confine=True" if self.confine else ""
+        if self.sandbox is not None:
+            options += f", sandbox={self.sandbox!r}"
+        return f"LocalExecutor({self.workdir!r}{options})"
+
+    @property
+    def enforces_read_only(self) -> bool:
+        """Whether commands can be run with every path read-only: with a sandbox."""
+        return self.sandbox is not None
 
     async def exec_cmd(self, cmd: Command) -> CommandOutput:
         """Run `cmd` to the end and return its output (see `ToolExecutor.exec_cmd`)."""
@@ -193,9 +221,12 @@ class LocalExecutor(ToolExecutor):
             case _:
                 raise ExecutorError(f"LocalExecutor cannot start {type(cmd).__name__} sessions")
 
+        # A session starts later, outside the ReadOnly call that made it: take its request now.
+        read_only = running_read_only()
+
         async def open_process() -> Spawned:
             self._check_open()
-            return await self._spawn(cmd, argv, stdin=True, sink=None, pty=pty)
+            return await self._spawn(cmd, argv, stdin=True, sink=None, pty=pty, read_only=read_only)
 
         return LocalSession(
             open_process,
@@ -258,6 +289,9 @@ class LocalExecutor(ToolExecutor):
         self._closed = True
         with anyio.CancelScope(shield=True):
             await kill_tree(f"{self._id}/", prefix=True, grace=self.kill_grace, since=self._created)
+        launchers, self._launchers = self._launchers, {}
+        for launcher in launchers.values():
+            launcher.close()
         if self._release is not None:
             # Calls in flight hold duplicates of their own, so closing is safe now.
             self._release()
@@ -397,8 +431,13 @@ class LocalExecutor(ToolExecutor):
         stdin: bool,
         sink: Sink | None,
         pty: bool = False,
+        read_only: bool | None = None,
     ) -> Spawned:
-        """Start `cmd`'s process in its folder (opened beneath the workdir when confined)."""
+        """Start `cmd`'s process in its folder (opened beneath the workdir when confined).
+
+        Sandboxed, the process starts under the sandbox, with nothing writable
+        when `read_only` (by default: when `ReadOnly` asked, see `running_read_only`).
+        """
         started = anyio.current_time()
         held: int | None = None
         if self.confine:
@@ -419,14 +458,25 @@ class LocalExecutor(ToolExecutor):
             cwd = f"/proc/self/fd/{held}"
         else:
             cwd = self.resolve(cmd)
+        env = self.environment(cmd)
+        launcher: RestrictedThread | None = None
         try:
+            if self.sandbox is not None:
+                argv, launcher = self._sandboxed(
+                    argv,
+                    env=env,
+                    cwd=cwd,
+                    pty=pty,
+                    read_only=running_read_only() if read_only is None else read_only,
+                )
             spawned = spawn(
                 argv,
                 cwd=cwd,
-                env=self.environment(cmd),
+                env=env,
                 tag=f"{self._id}/{next(self._serial)}",
                 stdin=stdin,
                 pty=pty,
+                launcher=None if launcher is None else launcher.call,
             )
         except OSError as error:
             if error.errno in _RESOURCE_ERRORS:
@@ -442,6 +492,40 @@ class LocalExecutor(ToolExecutor):
             if held is not None:
                 os.close(held)
         return spawned
+
+    def _sandboxed(
+        self, argv: Iterable[str], *, env: dict[str, str], cwd: str, pty: bool, read_only: bool
+    ) -> tuple[list[str], RestrictedThread | None]:
+        """`argv` as the sandbox runs it, and the thread that must start it (Landlock).
+
+        Raises:
+            OSError: The program is missing or not executable, as `exec` says it.
+            ExecutorError: The sandbox cannot be set up.
+
+        """
+        assert self.sandbox is not None
+        argv = list(argv)
+        # The folder's real path: under `confine`, cwd is a magic link that
+        # means nothing inside a new mount namespace.
+        real = os.path.realpath(cwd)
+        if os.path.isdir(real):  # otherwise the spawn fails on the folder, as unsandboxed
+            find_program(argv[0], env, real)
+        support = Sandbox.probe()
+        if self._backend == "bubblewrap":
+            wrapped = self.sandbox.bubblewrap_argv(
+                argv,
+                support=support,
+                cwd=real,
+                workdir=self.workdir,
+                read_only=read_only,
+                pty=pty,
+            )
+            return wrapped, None
+        rules = self.sandbox.landlock_rules(self.workdir, read_only=read_only)
+        launcher = self._launchers.get(rules)
+        if launcher is None:
+            launcher = self._launchers[rules] = RestrictedThread(rules, support.landlock_abi)
+        return [*self.sandbox.rlimit_argv(support), *argv], launcher
 
     def _open_current_dir(self, cmd: Command) -> int:
         """Open the folder `cmd` starts in beneath the workdir (confined).

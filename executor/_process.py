@@ -111,6 +111,8 @@ def spawn(
     tag: str,
     stdin: bool,
     pty: bool = False,
+    launcher: Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]]
+    | None = None,
 ) -> Spawned:
     """Start `argv` in a new session, with pipes for stdout and stderr.
 
@@ -123,6 +125,9 @@ def spawn(
         pty: Give it a pseudo-terminal (80x24) as stdin, stdout, stderr and
             controlling terminal instead: `stdout` is then the master, `stdin` a
             duplicate of it, and `stderr` a pipe that is at its end at once.
+        launcher: Calls the function it is given, which starts the process,
+            and returns what it returns: a sandbox starts its processes from
+            a thread of its own (see `executor._landlock`).
 
     Raises:
         OSError: The program could not be started (missing, not executable, or
@@ -164,17 +169,22 @@ def spawn(
                 theirs.append(in_r)
                 child_in = in_r
             child_out, child_err = out_w, err_w
-        process = subprocess.Popen(
-            list(argv),
-            stdin=child_in,
-            stdout=child_out,
-            stderr=child_err,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-            preexec_fn=preexec,
-        )
+        arguments = list(argv)
+
+        def start() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                arguments,
+                stdin=child_in,
+                stdout=child_out,
+                stderr=child_err,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=preexec,
+            )
+
+        process = start() if launcher is None else launcher(start)
     except BaseException:
         for fd in ours:
             os.close(fd)

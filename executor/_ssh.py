@@ -49,6 +49,7 @@ from executor._process import TREE_VARIABLE, run_to_completion
 if TYPE_CHECKING:
     import asyncssh
 
+    from executor._session import ProcessSession
     from executor._ssh_remote import CommandChannel, HostKeyWitness
 
 __all__ = ["SshExecutor"]
@@ -99,6 +100,23 @@ while [ "$i" -lt 100 ]; do
 done
 echo "processes survived SIGKILL: $t" >&2
 exit 1
+"""
+
+# Run as `sh -c SIGNAL sh PATTERN NAME`: send signal NAME to the process group
+# of the oldest live process whose environment matches PATTERN. That is the
+# command's first process, which sshd made a session and group leader; its
+# group is the command's, as a terminal's keys reach it.
+_SIGNAL_SCRIPT: Final = r"""
+pattern=$1 name=$2 oldest= group=
+for f in $(grep -lz -e "$pattern" /proc/[0-9]*/environ 2>/dev/null); do
+  p=${f#/proc/}; p=${p%/environ}
+  { read -r s < "/proc/$p/stat"; } 2>/dev/null || continue
+  set -- ${s##*) }
+  [ "$1" = Z ] && continue
+  if [ -z "$oldest" ] || [ "${20}" -lt "$oldest" ]; then oldest=${20} group=$3; fi
+done
+[ -z "$group" ] || kill -s "$name" -- "-$group" 2>/dev/null
+exit 0
 """
 
 # SFTP status codes (RFC draft-ietf-secsh-filexfer-02) as the OS errors they stand for.
@@ -280,6 +298,39 @@ class SshExecutor(ToolExecutor):
         """Run `cmd`, handing each chunk to `sink` as it arrives."""
         return await self._run(cmd, sink)
 
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Return a session for a shell or argv command: `async with await ex.start(cmd)`.
+
+        The command starts on the remote host when the session is entered, as
+        `exec_cmd` would start it, in a channel of its own that it holds until
+        the session ends; with `pty=True` sshd gives it a pseudo-terminal
+        (80x24, `TERM=xterm`). A command's own `stdin` is written first and
+        the input stays open. `Signal` reaches the command's process group on
+        the remote host; the kill at the end reaches its whole tree.
+
+        Raises:
+            ExecutorError: The executor is closed, runs under trio, or the
+                command is a file operation or a `#!` script (its body is the
+                interpreter's stdin).
+
+        """
+        from executor._ssh_session import SshSession
+
+        self._check_open()
+        match cmd:
+            case Shell():
+                if cmd.shebang() is not None:
+                    raise ExecutorError(
+                        "a #! script is written to its interpreter's stdin, "
+                        "so it cannot run as a session"
+                    )
+                argv: tuple[str, ...] = ("/bin/sh", "-c", cmd.script)
+            case Exec():
+                argv = tuple(cmd.argv)
+            case _:
+                raise ExecutorError(f"SshExecutor cannot start {type(cmd).__name__} sessions")
+        return SshSession(self, cmd, argv, pty=pty)
+
     async def stream_files(
         self, path: StrPath, extensions: Iterable[str] | None = None
     ) -> AsyncIterator[LoadedFile]:
@@ -435,15 +486,16 @@ class SshExecutor(ToolExecutor):
             self._channels = anyio.CapacityLimiter(self.max_sessions - _RESERVED_CHANNELS)
         return self._channels
 
-    async def _open_channel(self, line: str) -> tuple[Any, CommandChannel]:
+    async def _open_channel(self, line: str, *, pty: bool = False) -> tuple[Any, CommandChannel]:
         """Open a channel running `line`; a dropped connection is opened again, once."""
         from executor._ssh_remote import CommandChannel, asyncssh
 
+        terminal: dict[str, Any] = {"term_type": "xterm", "term_size": (80, 24)} if pty else {}
         for attempt in (1, 2):
             connection = await self._connect(fresh=attempt == 2)
             try:
                 channel, session = await connection.create_session(
-                    CommandChannel, line, encoding=None, env={}
+                    CommandChannel, line, encoding=None, env={}, **terminal
                 )
             except asyncssh.ChannelOpenError as error:
                 if attempt == 1 and connection.is_closed():
@@ -577,9 +629,8 @@ class SshExecutor(ToolExecutor):
         parts.append(f"exec {program}")
         return "; ".join(parts)
 
-    async def _process(
-        self, cmd: Command, argv: Sequence[str], stdin: bytes | None, sink: Sink | None
-    ) -> CommandOutput:
+    async def _prepare(self, cmd: Command, argv: Sequence[str]) -> tuple[str, str]:
+        """The line that runs `argv` for `cmd` on the remote host, and the tag it carries."""
         if self.env_clear:
             removed: list[str] = []
             changed = cmd.environment_over(
@@ -588,31 +639,49 @@ class SshExecutor(ToolExecutor):
         else:
             removed, changed = await self._environment_changes(cmd)
         tag = f"{self._id}/{next(self._serial)}"
-        line = self._command_line(cmd, argv, tag, removed, changed)
+        return self._command_line(cmd, argv, tag, removed, changed), tag
+
+    async def _process(
+        self, cmd: Command, argv: Sequence[str], stdin: bytes | None, sink: Sink | None
+    ) -> CommandOutput:
+        line, tag = await self._prepare(cmd, argv)
         async with self._limiter():
             started = anyio.current_time()
             self._started = True
             channel, session = await self._open_channel(line)
             run = _ChannelRun(self, channel, session, tag, sink, started)
-            return self._checked(await run.run(stdin, self._timeout(cmd)))
+            return self._checked(await run.run(self._timeout(cmd), stdin=stdin))
 
     def _checked(self, output: CommandOutput) -> CommandOutput:
         if output.exit_code:
             raise NonZeroExit(_failure_message(output), output)
         return output
 
-    async def _kill(self, tag: str) -> None:
+    async def _kill(self, tag: str, grace: float | None = None) -> None:
         """Kill the remote tree tagged `tag` through a channel of its own."""
         try:
             connection = await self._connect()
         except ExecutorError:
             return  # No way to reach the host; nothing more can be done from here.
-        await self._kill_on(connection, tag, prefix=False)
+        await self._kill_on(connection, tag, prefix=False, grace=grace)
 
-    async def _kill_on(self, connection: Any, tag: str, *, prefix: bool) -> None:
+    async def _signal_group(self, tag: str, number: int) -> None:
+        """Send signal `number` to the process group of the command tagged `tag`."""
+        name = signal.Signals(number).name.removeprefix("SIG")
+        line = shlex.join(["sh", "-c", _SIGNAL_SCRIPT, "sh", f"^{TREE_VARIABLE}={tag}$", name])
+        connection = await self._connect()
+        if self._kill_lock is None:
+            self._kill_lock = anyio.Lock()
+        async with self._kill_lock:
+            await connection.run(line, check=False)
+
+    async def _kill_on(
+        self, connection: Any, tag: str, *, prefix: bool, grace: float | None = None
+    ) -> None:
         # The tag holds only hex digits, ":" and "/": nothing a basic regex treats specially.
         pattern = f"^{TREE_VARIABLE}={tag}" + ("/" if prefix else "$")
-        polls = max(1, math.ceil(self.kill_grace / _KILL_POLL))
+        grace = self.kill_grace if grace is None else grace
+        polls = math.ceil(grace / _KILL_POLL)
         line = shlex.join(["sh", "-c", _KILL_SCRIPT, "sh", pattern, str(polls)])
         if self._kill_lock is None:
             self._kill_lock = anyio.Lock()
@@ -696,12 +765,24 @@ class _ChannelRun:
         self._started = started
         self._buffer = OutputBuffer(executor.output_limit)
 
-    async def run(self, stdin: bytes | None, timeout: float | None) -> CommandOutput:
+    async def run(
+        self, timeout: float | None, *, stdin: bytes | None, close_input: bool = True
+    ) -> CommandOutput:
+        """Run to the end and return the output; `close_input=False` leaves stdin to a session.
+
+        Raises:
+            TimedOut: The timeout passed; the remote tree was killed.
+            ExecutorError: The connection was lost while the command ran.
+            BaseException: Whatever the sink raised, or a cancellation; the
+                remote tree is killed before it propagates.
+
+        """
         channel, session = self._channel, self._session
         if stdin:
             channel.write(stdin)
-        # Without stdin the command reads an empty one at once.
-        channel.write_eof()
+        if close_input:
+            # Without stdin the command reads an empty one at once.
+            channel.write_eof()
         timed_out = False
         try:
             with anyio.move_on_after(math.inf if timeout is None else timeout):

@@ -56,6 +56,8 @@ class CommandChannel(asyncssh.SSHClientSession[bytes]):
         self.closed = False
         self.error: Exception | None = None
         self._wakeup = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
 
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         """Keep the channel, to pause it and write to it."""
@@ -94,6 +96,19 @@ class CommandChannel(asyncssh.SSHClientSession[bytes]):
         self.closed = True
         self.error = exc
         self._wakeup.set()
+        self._writable.set()
+
+    def pause_writing(self) -> None:
+        """The channel's send buffer is full: writers wait (see `drain`)."""
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        """The channel's send buffer has room again."""
+        self._writable.set()
+
+    async def drain(self) -> None:
+        """Wait while the channel's send buffer is full (a closed channel never is)."""
+        await self._writable.wait()
 
     def take(self) -> Chunk | None:
         """The next queued chunk, if any."""

@@ -11,6 +11,7 @@ from executor._base import LoadedFile, Sink, ToolExecutor
 from executor._commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile
 from executor._errors import PolicyDenied
 from executor._output import CommandOutput
+from executor._sandbox import read_only_commands
 
 if TYPE_CHECKING:
     from executor._session import ProcessSession
@@ -132,9 +133,29 @@ class ReadOnly(CheckedExecutor):
 
     `ReadFile` runs. `WriteFile` is refused. Shell and argv commands are
     refused too, unless the inner executor enforces read-only at the OS level
-    (a sandbox), where they run. A command of a kind it does not know is
-    refused: it fails closed.
+    (a sandbox), where they run with every path read-only: the request
+    reaches the sandbox through a context variable, past any wrapper in
+    between (see `executor._sandbox.read_only_commands`). A command of a kind
+    it does not know is refused: it fails closed.
     """
+
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Check `cmd`, then run it on the inner executor with nothing writable."""
+        checked = await self.check(cmd)
+        with read_only_commands():
+            return await self.inner.exec_cmd(checked)
+
+    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
+        """Check `cmd`, then run it on the inner executor with nothing writable, streaming."""
+        checked = await self.check(cmd)
+        with read_only_commands():
+            return await self.inner.exec_cmd_streaming(checked, sink)
+
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Check `cmd`, then start a session for it with nothing writable."""
+        checked = await self.check(cmd)
+        with read_only_commands():
+            return await self.inner.start(checked, pty=pty)
 
     async def check(self, cmd: Command) -> Command:
         """Return `cmd` if it cannot write; raise `PolicyDenied` if it could."""

@@ -1,0 +1,525 @@
+"""`Sandbox`: the kernel keeps a `LocalExecutor`'s commands in bounds.
+
+Two backends, both applied to every process a sandboxed `LocalExecutor`
+starts (`exec_cmd`, streaming, sessions and PTYs, which share one spawn path):
+
+- **bubblewrap** (`bwrap`, Debian package `bubblewrap`): a mount namespace
+  whose root is the host's, read-only; the writable paths bound read-write
+  over it; a private `/tmp`; the home folder replaced by an empty one; a PID
+  namespace, so the command's pid 1 takes every process of the sandbox with
+  it when it ends (a daemon that double-forks and drops every tag dies too);
+  a network namespace of its own (only a private loopback) unless the network
+  is asked for; IPC and UTS namespaces; `--die-with-parent` and a new session.
+- **Landlock** (Linux 5.13+, no program needed; see `executor._landlock`):
+  the same filesystem rules through the Landlock system calls; with ABI 4 no
+  TCP `bind` or `connect` unless the network is asked for; with ABI 6 no
+  signal to a process outside the sandbox. It has no private `/tmp` (set
+  `writable` to give one), no PID namespace, and its network rule covers TCP
+  only.
+
+Resource limits are rlimits set (through util-linux's `prlimit`) before the
+sandbox starts, so every process in it inherits them. `processes`
+(`RLIMIT_NPROC`) does not bind uid 0, so a sandbox that asks for it refuses
+to run as root. Memory and process limits through cgroup v2 (`memory`,
+`pids`) need the controllers delegated to this user.
+
+A sandbox never falls back to running unconfined: `LocalExecutor` checks it
+against `Sandbox.probe()` when it is built and raises `ExecutorError`, naming
+every guarantee the machine cannot give and how to get it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import os
+import pwd
+import shutil
+import subprocess
+from collections.abc import Iterable, Iterator
+from typing import Any, Literal
+
+import attrs
+
+from executor._commands import StrPath
+from executor._errors import ExecutorError
+from executor._landlock import LandlockRules, abi_version
+
+__all__ = ["Backend", "Sandbox", "SandboxSupport", "read_only_commands", "running_read_only"]
+
+Backend = Literal["auto", "bubblewrap", "landlock"]
+_BACKENDS = ("auto", "bubblewrap", "landlock")
+# What `prlimit` calls each rlimit, by the Sandbox field that sets it.
+_RLIMITS = {
+    "address_space": "--as",
+    "cpu_seconds": "--cpu",
+    "file_size": "--fsize",
+    "open_files": "--nofile",
+    "processes": "--nproc",
+}
+_CGROUP_LIMITS = {"memory": "memory", "pids": "pids"}
+# The namespaces every bubblewrap sandbox uses; the probe tries exactly these. A
+# user namespace of its own even for root, with no capability in it: bwrap run
+# by root otherwise keeps every capability (mount, chroot, sethostname...).
+_NAMESPACES = (
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--cap-drop",
+    "ALL",
+)
+
+_read_only: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "executor_sandbox_read_only", default=False
+)
+
+
+def running_read_only() -> bool:
+    """Whether the commands started now must see every path read-only (`ReadOnly` asked)."""
+    return _read_only.get()
+
+
+@contextlib.contextmanager
+def read_only_commands() -> Iterator[None]:
+    """Within this block, sandboxed executors start commands with nothing writable.
+
+    `ReadOnly` wraps its calls in it. A context variable carries the request
+    through any wrapper in between (scopes, policies, observers), and into
+    the tasks and threads they start.
+    """
+    token = _read_only.set(True)
+    try:
+        yield
+    finally:
+        _read_only.reset(token)
+
+
+def _paths(values: Iterable[StrPath] | None) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    if isinstance(values, str | os.PathLike):
+        values = (values,)
+    return tuple(os.fspath(value) for value in values)
+
+
+def _readable(values: Iterable[StrPath]) -> tuple[str, ...]:
+    return _paths(values) or ()
+
+
+def _positive(_: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{attribute.name} must be a positive int or None, got {value!r}")
+
+
+def _backend(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if value not in _BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(_BACKENDS)}; got {value!r}")
+
+
+def _no_blank(_: object, attribute: attrs.Attribute[Any], value: tuple[str, ...] | None) -> None:
+    for path in value or ():
+        if not path or "\0" in path:
+            raise ValueError(f"{attribute.name}: {path!r} is not a path")
+
+
+@attrs.frozen(kw_only=True)
+class SandboxSupport:
+    """What this machine can enforce, as `Sandbox.probe()` found it.
+
+    Attributes:
+        bubblewrap: The `bwrap` program, or `None` when it is not installed.
+        bubblewrap_error: Why a trial sandbox failed to start ("" if it ran).
+        user_namespaces: Whether unprivileged user namespaces are allowed
+            (what `bwrap` needs when not run as root).
+        root: Whether this process runs as uid 0.
+        landlock_abi: The kernel's Landlock ABI; 0 when it has none.
+        cgroup2: Where this process's cgroup v2 folder is, or `None` when
+            it has none (no unified hierarchy mounted).
+        cgroup_controllers: The cgroup v2 controllers delegated to this
+            process (enabled there and writable by it).
+        prlimit: The `prlimit` program (util-linux), which sets the rlimits.
+
+    """
+
+    bubblewrap: str | None
+    bubblewrap_error: str
+    user_namespaces: bool
+    root: bool
+    landlock_abi: int
+    cgroup2: str | None
+    cgroup_controllers: frozenset[str]
+    prlimit: str | None
+
+    @property
+    def bubblewrap_works(self) -> bool:
+        """Whether `bwrap` is installed and a trial sandbox ran."""
+        return self.bubblewrap is not None and not self.bubblewrap_error
+
+    def __str__(self) -> str:
+        bwrap = (
+            "not installed (apt-get install bubblewrap)"
+            if self.bubblewrap is None
+            else f"{self.bubblewrap}, "
+            + ("works" if not self.bubblewrap_error else f"fails: {self.bubblewrap_error}")
+        )
+        return "\n".join(
+            [
+                f"bubblewrap: {bwrap}",
+                f"user namespaces: {'allowed' if self.user_namespaces else 'not allowed'}",
+                f"running as: {'root' if self.root else f'uid {os.getuid()}'}",
+                f"landlock ABI: {self.landlock_abi or 'none'}",
+                f"cgroup v2: {self.cgroup2 or 'none'}; delegated controllers: "
+                + (", ".join(sorted(self.cgroup_controllers)) or "none"),
+                f"prlimit: {self.prlimit or 'not installed (util-linux)'}",
+            ]
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Sandbox:
+    """An OS sandbox for `LocalExecutor(sandbox=Sandbox(...))`.
+
+    ```python
+    async with LocalExecutor(repo, sandbox=Sandbox(address_space=2 << 30)) as ex:
+        await ex.exec_cmd(Command.shell("make test"))   # writes only in repo
+    ```
+
+    Every path is read-only but the writable ones; the home folder is hidden;
+    there is no network. Under `ReadOnly` nothing is writable at all. A
+    guarantee the machine cannot give makes the executor refuse to be built
+    (`ExecutorError` saying what is missing); it never runs unconfined.
+
+    Args:
+        backend: `"bubblewrap"`, `"landlock"`, or `"auto"`: bubblewrap where
+            it works, else Landlock where it can give what is asked.
+        writable: Paths commands may write (relative ones join onto the
+            workdir). `None` means the workdir; `()` means nothing.
+        readable: Paths that stay readable inside hidden places (the home
+            folder, and `/tmp` under bubblewrap): an interpreter installed
+            under the home folder, say.
+        home: Keep the home folder visible (read-only unless writable).
+        network: Give commands the host's network. Without it, bubblewrap
+            gives them a network namespace of their own, whose loopback
+            reaches nothing outside the sandbox; Landlock (ABI 4) refuses
+            TCP `bind` and `connect`.
+        address_space: `RLIMIT_AS` in bytes, per process.
+        cpu_seconds: `RLIMIT_CPU` in seconds, per process.
+        file_size: `RLIMIT_FSIZE` in bytes: the largest file a command writes.
+        open_files: `RLIMIT_NOFILE`, per process.
+        processes: `RLIMIT_NPROC`: processes of the user (under bubblewrap,
+            of the sandbox's user namespace). Not enforced for root, so refused there.
+        memory: cgroup v2 `memory.max` in bytes for the whole command.
+        pids: cgroup v2 `pids.max` for the whole command.
+
+    """
+
+    backend: Backend = attrs.field(default="auto", validator=_backend)
+    writable: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_paths, validator=_no_blank
+    )
+    readable: tuple[str, ...] = attrs.field(default=(), converter=_readable, validator=_no_blank)
+    home: bool = False
+    network: bool = False
+    address_space: int | None = attrs.field(default=None, validator=_positive)
+    cpu_seconds: int | None = attrs.field(default=None, validator=_positive)
+    file_size: int | None = attrs.field(default=None, validator=_positive)
+    open_files: int | None = attrs.field(default=None, validator=_positive)
+    processes: int | None = attrs.field(default=None, validator=_positive)
+    memory: int | None = attrs.field(default=None, validator=_positive)
+    pids: int | None = attrs.field(default=None, validator=_positive)
+
+    @staticmethod
+    def probe(*, refresh: bool = False) -> SandboxSupport:
+        """Find out what this machine can enforce (once per process unless `refresh`)."""
+        if refresh:
+            _probe.cache_clear()
+        return _probe()
+
+    def choose_backend(self, support: SandboxSupport | None = None) -> str:
+        """The backend that gives everything asked for here: `"bubblewrap"` or `"landlock"`.
+
+        Raises:
+            ExecutorError: No backend can; the message lists what is missing
+                and how to get it.
+
+        """
+        support = support or self.probe()
+        candidates = ("bubblewrap", "landlock") if self.backend == "auto" else (self.backend,)
+        missing: dict[str, list[str]] = {}
+        for candidate in candidates:
+            lacks = self._lacks(candidate, support)
+            if not lacks:
+                return candidate
+            missing[candidate] = lacks
+        lines = [f"{name}: {'; '.join(lacks)}" for name, lacks in missing.items()]
+        raise ExecutorError(
+            "this machine cannot give the sandbox asked for, so nothing runs:\n- "
+            + "\n- ".join(lines)
+            + "\n(Sandbox.probe() reports what the machine has)"
+        )
+
+    def _lacks(self, backend: str, support: SandboxSupport) -> list[str]:
+        lacks = []
+        if backend == "bubblewrap":
+            if support.bubblewrap is None:
+                lacks.append("bwrap is not installed (apt-get install bubblewrap)")
+            elif support.bubblewrap_error:
+                hint = (
+                    ""
+                    if support.root or support.user_namespaces
+                    else " (unprivileged user namespaces are off: sysctl "
+                    "kernel.unprivileged_userns_clone=1, user.max_user_namespaces>0, "
+                    "kernel.apparmor_restrict_unprivileged_userns=0)"
+                )
+                lacks.append(f"bwrap cannot start a sandbox: {support.bubblewrap_error}{hint}")
+        else:
+            if support.landlock_abi < 1:
+                lacks.append("the kernel has no Landlock (Linux 5.13+, with landlock in lsm=)")
+            elif not self.network and support.landlock_abi < 4:
+                lacks.append(
+                    f"turning the network off needs Landlock ABI 4 (Linux 6.7+), "
+                    f"this kernel has {support.landlock_abi}"
+                )
+        if any(getattr(self, name) is not None for name in _RLIMITS) and support.prlimit is None:
+            lacks.append("resource limits need prlimit (util-linux)")
+        if self.processes is not None and support.root:
+            lacks.append(
+                "processes= (RLIMIT_NPROC) does not bind root: run as another user, "
+                "or ask for pids= with a delegated cgroup v2"
+            )
+        for name, controller in _CGROUP_LIMITS.items():
+            if getattr(self, name) is None:
+                continue
+            if controller not in support.cgroup_controllers:
+                lacks.append(
+                    f"{name}= needs the cgroup v2 {controller} controller delegated to this "
+                    "user (a unified cgroup hierarchy, and a cgroup of ours with it enabled: "
+                    "systemd-run --user --scope -p Delegate=yes)"
+                )
+            else:
+                # Refused rather than accepted and not enforced.
+                lacks.append(
+                    f"{name}= (cgroup v2) is not enforced by this version; use "
+                    "address_space= and processes= (rlimits)"
+                )
+        return lacks
+
+    def hidden(self) -> tuple[str, ...]:
+        """The folders hidden from commands: the home folder, unless `home` is set."""
+        if self.home:
+            return ()
+        return _homes()
+
+    def writable_paths(self, workdir: str, *, read_only: bool) -> tuple[str, ...]:
+        """The absolute paths commands may write: none when `read_only`."""
+        if read_only:
+            return ()
+        if self.writable is None:
+            return (workdir,)
+        return tuple(os.path.join(workdir, path) for path in self.writable)
+
+    def readable_paths(self, workdir: str) -> tuple[str, ...]:
+        """The absolute paths kept readable, the workdir first."""
+        return (workdir, *(os.path.join(workdir, path) for path in self.readable))
+
+    def rlimit_argv(self, support: SandboxSupport) -> list[str]:
+        """`prlimit --as=N ... --` for the rlimits asked for, or nothing."""
+        options = [
+            f"{option}={getattr(self, name)}"
+            for name, option in _RLIMITS.items()
+            if getattr(self, name) is not None
+        ]
+        if not options:
+            return []
+        assert support.prlimit is not None  # choose_backend refused otherwise
+        return [support.prlimit, *options, "--"]
+
+    def bubblewrap_argv(
+        self,
+        argv: Iterable[str],
+        *,
+        support: SandboxSupport,
+        cwd: str,
+        workdir: str,
+        read_only: bool,
+        pty: bool,
+    ) -> list[str]:
+        """The whole command line that runs `argv` under bubblewrap in `cwd`.
+
+        Raises:
+            ExecutorError: A writable or readable path does not exist.
+
+        """
+        assert support.bubblewrap is not None
+        args = [
+            *self.rlimit_argv(support),
+            support.bubblewrap,
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+        ]
+        for folder in self.hidden():
+            args += ["--tmpfs", folder]
+        # Bound after the tmpfs mounts, so what lies in /tmp or the home shows through.
+        for path in self.readable_paths(workdir):
+            if os.path.exists(path):
+                args += ["--ro-bind", path, path]
+            elif path != workdir:
+                raise ExecutorError(f"the sandbox's readable path {path} does not exist")
+        for path in self.writable_paths(workdir, read_only=read_only):
+            if not os.path.exists(path):
+                raise ExecutorError(f"the sandbox's writable path {path} does not exist")
+            args += ["--bind", path, path]
+        args += _NAMESPACES
+        if not self.network:
+            args.append("--unshare-net")
+        args.append("--die-with-parent")
+        # A pty's command needs it as its controlling terminal, in the session
+        # that took it; without a pty the new session keeps a command from
+        # reaching any terminal (TIOCSTI).
+        if not pty:
+            args.append("--new-session")
+        args += ["--chdir", cwd, "--", *argv]
+        return args
+
+    def landlock_rules(self, workdir: str, *, read_only: bool) -> LandlockRules:
+        """The Landlock rules for commands run from `workdir`."""
+        return LandlockRules(
+            writable=self.writable_paths(workdir, read_only=read_only),
+            readable=self.readable_paths(workdir),
+            hidden=self.hidden(),
+            network=self.network,
+        )
+
+
+def _homes() -> tuple[str, ...]:
+    found = []
+    for home in (os.environ.get("HOME"), _passwd_home()):
+        if not home:
+            continue
+        home = os.path.realpath(home)
+        if home != "/" and os.path.isdir(home) and home not in found:
+            found.append(home)
+    return tuple(found)
+
+
+def _passwd_home() -> str | None:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return None
+
+
+def find_program(program: str, env: dict[str, str], cwd: str) -> None:
+    """Raise what `exec` would for `program`, as `subprocess.Popen` does.
+
+    A sandbox starts a launcher first (`bwrap`, `prlimit`); without this check
+    a missing program would be the launcher's failure (exit 1), not the
+    shell's "command not found" (127).
+
+    Raises:
+        FileNotFoundError: No such program.
+        PermissionError: It is not executable.
+
+    """
+    if "/" in program:
+        path = os.path.join(cwd, program)
+        if not os.path.exists(path):
+            raise FileNotFoundError(2, os.strerror(2), program)
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            raise PermissionError(13, os.strerror(13), program)
+        return
+    if shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+        raise FileNotFoundError(2, os.strerror(2), program)
+
+
+@functools.cache
+def _probe() -> SandboxSupport:
+    bwrap = shutil.which("bwrap")
+    error = ""
+    if bwrap is not None:
+        # A trial with exactly the namespaces a sandbox uses: what works here works there.
+        try:
+            trial = subprocess.run(
+                [bwrap, "--ro-bind", "/", "/", *_NAMESPACES, "--unshare-net", "--", "true"],
+                capture_output=True,
+                timeout=10,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as failure:
+            error = str(failure)
+        else:
+            if trial.returncode:
+                error = trial.stderr.decode(errors="replace").strip() or (
+                    f"exit code {trial.returncode}"
+                )
+    cgroup, controllers = _cgroup()
+    return SandboxSupport(
+        bubblewrap=bwrap,
+        bubblewrap_error=error,
+        user_namespaces=_user_namespaces(),
+        root=os.geteuid() == 0,
+        landlock_abi=abi_version(),
+        cgroup2=cgroup,
+        cgroup_controllers=controllers,
+        prlimit=shutil.which("prlimit"),
+    )
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as file:
+            return file.read().strip()
+    except OSError:
+        return None
+
+
+def _user_namespaces() -> bool:
+    if _read("/proc/sys/user/max_user_namespaces") in (None, "0"):
+        return False
+    # Debian's switch, and Ubuntu's AppArmor restriction.
+    if _read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+        return False
+    return _read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") != "1"
+
+
+def _cgroup() -> tuple[str | None, frozenset[str]]:
+    """This process's cgroup v2 folder, and the controllers it may hand to children."""
+    mount = None
+    for line in (_read("/proc/self/mountinfo") or "").splitlines():
+        left, _, right = line.partition(" - ")
+        if right.split(" ", 1)[0] == "cgroup2":
+            mount = left.split()[4]
+            break
+    if mount is None:
+        return None, frozenset()
+    own = next(
+        (
+            line[3:]
+            for line in (_read("/proc/self/cgroup") or "").splitlines()
+            if line.startswith("0::")
+        ),
+        None,
+    )
+    if own is None:
+        return None, frozenset()
+    folder = os.path.join(mount, own.lstrip("/"))
+    controllers = frozenset((_read(os.path.join(folder, "cgroup.controllers")) or "").split())
+    # Delegated means we may make a child cgroup and enable controllers for it.
+    if not os.access(folder, os.W_OK) or not os.access(
+        os.path.join(folder, "cgroup.subtree_control"), os.W_OK
+    ):
+        controllers = frozenset()
+    return folder, controllers

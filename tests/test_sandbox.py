@@ -1,0 +1,502 @@
+"""Sandbox: the contract under each backend, what the sandbox enforces, and what it refuses.
+
+Each backend's tests skip where the machine cannot give it (bwrap missing,
+no Landlock); with `EXECUTOR_REQUIRE_SANDBOX=1` (set by CI) they fail instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import pytest
+
+from executor import (
+    Command,
+    ExecutorError,
+    LocalExecutor,
+    NonZeroExit,
+    PolicyDenied,
+    ReadOnly,
+    Sandbox,
+    Stdout,
+    ToolExecutor,
+)
+from executor.testing import ExecutorContract, ReadOnlyContract
+
+pytestmark = pytest.mark.anyio
+
+REQUIRED = os.environ.get("EXECUTOR_REQUIRE_SANDBOX", "") not in ("", "0")
+BACKENDS = ("bubblewrap", "landlock")
+ROOT = os.geteuid() == 0
+# The interpreter may live under the home folder (pyenv), which a sandbox hides.
+PYTHON = tuple(
+    dict.fromkeys([sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))])
+)
+
+
+def sandbox_for(backend: str, **options: Any) -> Sandbox:
+    """A Sandbox on `backend` that can run this Python; skip (or fail in CI) where it cannot run."""
+    readable: tuple[str, ...] = tuple(options.pop("readable", ()))
+    sandbox = Sandbox(backend=backend, readable=(*PYTHON, *readable), **options)  # type: ignore[arg-type]
+    try:
+        sandbox.choose_backend()
+    except ExecutorError as error:
+        if REQUIRED:
+            pytest.fail(f"EXECUTOR_REQUIRE_SANDBOX is set, but: {error}")
+        pytest.skip(str(error))
+    return sandbox
+
+
+@contextlib.asynccontextmanager
+async def sandboxed(
+    workdir: Path, backend: str, *, confine: bool = False, **options: Any
+) -> AsyncIterator[LocalExecutor]:
+    """A sandboxed LocalExecutor in `workdir`, closed at the end."""
+    sandbox = sandbox_for(backend, **options)
+    async with LocalExecutor(workdir, sandbox=sandbox, kill_grace=0.2, confine=confine) as ex:
+        yield ex
+
+
+async def fails(ex: ToolExecutor, script: str) -> str:
+    """Run `script`, which must fail; return its output."""
+    with pytest.raises(NonZeroExit) as caught:
+        await ex.exec_cmd(Command.shell(script))
+    return caught.value.output.text()
+
+
+async def output_of(ex: ToolExecutor, script: str) -> str:
+    """Run `script`, which must succeed; return its stdout."""
+    return (await ex.exec_cmd(Command.shell(script))).stdout.decode()
+
+
+@contextlib.contextmanager
+def listener() -> Iterator[socket.socket]:
+    """A TCP socket listening on the host's 127.0.0.1, at a free port."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        server.setblocking(False)
+        yield server
+    finally:
+        server.close()
+
+
+def connect_script(port: int) -> str:
+    """A shell command that connects to 127.0.0.1:`port` and says so."""
+    return (
+        "python3 -c 'import socket,sys; "
+        f's = socket.create_connection(("127.0.0.1", {port}), timeout=2); print("connected")\''
+    )
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each sandbox backend."""
+    return str(request.param)
+
+
+@pytest.fixture
+def home_secret() -> Iterator[tuple[Path, str]]:
+    """A secret file placed in the real home folder, removed afterwards."""
+    home = Path(os.path.expanduser("~"))
+    if not home.is_dir() or not os.access(home, os.W_OK):
+        pytest.skip(f"cannot place a file in the home folder {home}")
+    secret = uuid.uuid4().hex
+    path = home / f".executor-sandbox-secret-{secret[:8]}"
+    path.write_text(secret)
+    try:
+        yield path, secret
+    finally:
+        path.unlink(missing_ok=True)
+
+
+# --- the contract, under each backend --------------------------------------------
+
+
+class BubblewrapFixtures:
+    """A LocalExecutor sandboxed by bubblewrap, in an empty folder."""
+
+    @pytest.fixture
+    async def executor(self, tmp_path: Path) -> AsyncIterator[ToolExecutor]:
+        """The executor under test."""
+        async with sandboxed(tmp_path, "bubblewrap") as ex:
+            yield ex
+
+
+class LandlockFixtures:
+    """A LocalExecutor sandboxed by Landlock, in an empty folder."""
+
+    @pytest.fixture
+    async def executor(self, tmp_path: Path) -> AsyncIterator[ToolExecutor]:
+        """The executor under test."""
+        async with sandboxed(tmp_path, "landlock") as ex:
+            yield ex
+
+
+class ConfinedBubblewrapFixtures:
+    """A confined LocalExecutor sandboxed by bubblewrap (its cwd is a descriptor)."""
+
+    @pytest.fixture
+    async def executor(self, tmp_path: Path) -> AsyncIterator[ToolExecutor]:
+        """The executor under test."""
+        async with sandboxed(tmp_path, "bubblewrap", confine=True) as ex:
+            yield ex
+
+
+class TestBubblewrapContract(ExecutorContract, BubblewrapFixtures):
+    """The shared contract, under bubblewrap."""
+
+
+class TestLandlockContract(ExecutorContract, LandlockFixtures):
+    """The shared contract, under Landlock."""
+
+
+class TestConfinedBubblewrapContract(ExecutorContract, ConfinedBubblewrapFixtures):
+    """The shared contract, confined and under bubblewrap."""
+
+
+class ReadOnlyFixtures:
+    """`ReadOnly` over a sandboxed executor, and a bare writer on the same folder."""
+
+    backend = "bubblewrap"
+
+    @pytest.fixture
+    async def executor(self, tmp_path: Path) -> AsyncIterator[ToolExecutor]:
+        """The read-only executor under test."""
+        async with sandboxed(tmp_path, self.backend) as ex:
+            yield ReadOnly(ex)
+
+    @pytest.fixture
+    async def writer(self, tmp_path: Path) -> AsyncIterator[ToolExecutor]:
+        """An unsandboxed executor on the same folder, to set files up."""
+        async with LocalExecutor(tmp_path) as ex:
+            yield ex
+
+
+class TestBubblewrapReadOnlyContract(ReadOnlyContract, ReadOnlyFixtures):
+    """The read-only contract, over bubblewrap: shell commands run and cannot write."""
+
+
+class TestLandlockReadOnlyContract(ReadOnlyContract, ReadOnlyFixtures):
+    """The read-only contract, over Landlock: shell commands run and cannot write."""
+
+    backend = "landlock"
+
+
+# --- probe and refusals ----------------------------------------------------------
+
+
+def test_probe_reports_this_machine() -> None:
+    """probe() finds bwrap where it is installed, the user, Landlock and prlimit as they are."""
+    support = Sandbox.probe(refresh=True)
+    assert support.bubblewrap == shutil.which("bwrap")
+    assert support.prlimit == shutil.which("prlimit")
+    assert support.root == ROOT
+    try:
+        lsms = Path("/sys/kernel/security/lsm").read_text().split(",")
+    except OSError:
+        lsms = None
+    if lsms is not None:
+        assert (support.landlock_abi > 0) == ("landlock" in lsms)
+    report = str(support)
+    for word in ("bubblewrap", "user namespaces", "landlock ABI", "cgroup v2", "prlimit"):
+        assert word in report
+    if support.bubblewrap is not None and not support.bubblewrap_error:
+        assert support.bubblewrap_works
+
+
+def test_refusal_names_what_is_missing_and_how_to_get_it() -> None:
+    """A sandbox the machine cannot give is refused with every reason and its remedy."""
+    support = attrs.evolve(Sandbox.probe(), bubblewrap=None, landlock_abi=0, prlimit=None)
+    with pytest.raises(ExecutorError) as caught:
+        Sandbox(address_space=1 << 30).choose_backend(support)
+    message = str(caught.value)
+    assert "apt-get install bubblewrap" in message
+    assert "Landlock" in message
+    assert "prlimit" in message
+    assert "nothing runs" in message
+
+
+def test_network_off_needs_landlock_abi_4() -> None:
+    """Landlock below ABI 4 cannot turn TCP off, so a sandbox without network is refused."""
+    old = attrs.evolve(Sandbox.probe(), landlock_abi=3)
+    with pytest.raises(ExecutorError, match="ABI 4"):
+        Sandbox(backend="landlock").choose_backend(old)
+    assert Sandbox(backend="landlock", network=True).choose_backend(old) == "landlock"
+
+
+def test_bubblewrap_failure_is_reported_with_its_cause() -> None:
+    """When bwrap is there but cannot start a sandbox, its error and the sysctls are named."""
+    broken = attrs.evolve(
+        Sandbox.probe(),
+        bubblewrap="/usr/bin/bwrap",
+        bubblewrap_error="No permissions to creating new namespace",
+        root=False,
+        user_namespaces=False,
+    )
+    with pytest.raises(ExecutorError) as caught:
+        Sandbox(backend="bubblewrap").choose_backend(broken)
+    assert "No permissions to creating new namespace" in str(caught.value)
+    assert "unprivileged_userns_clone" in str(caught.value)
+
+
+async def test_cgroup_limits_are_refused_not_ignored(tmp_path: Path) -> None:
+    """memory= and pids= (cgroup v2) make the executor refuse to be built, never run unbounded."""
+    for options in ({"memory": 1 << 30}, {"pids": 64}):
+        with pytest.raises(ExecutorError, match="cgroup v2"):
+            LocalExecutor(tmp_path, sandbox=Sandbox(**options))  # type: ignore[arg-type]
+
+
+async def test_process_limit_as_root_is_refused(tmp_path: Path) -> None:
+    """processes= (RLIMIT_NPROC) does not bind root, so root is refused it; others get it."""
+    if ROOT:
+        with pytest.raises(ExecutorError, match="does not bind root"):
+            LocalExecutor(tmp_path, sandbox=Sandbox(processes=64))
+    else:
+        async with sandboxed(tmp_path, "auto", processes=64) as ex:
+            assert (await output_of(ex, "ulimit -u")).strip() == "64"
+
+
+def test_bad_options_are_rejected() -> None:
+    """Unknown backends, non-positive limits and blank paths are refused at construction."""
+    with pytest.raises(ValueError, match="backend"):
+        Sandbox(backend="docker")  # type: ignore[arg-type]
+    for name in ("address_space", "cpu_seconds", "file_size", "open_files", "processes"):
+        with pytest.raises(ValueError, match=name):
+            Sandbox(**{name: 0})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cpu_seconds"):
+        Sandbox(cpu_seconds=True)
+    with pytest.raises(ValueError, match="writable"):
+        Sandbox(writable=("",))
+    assert Sandbox(writable="out").writable == ("out",)
+
+
+async def test_enforces_read_only_and_repr(tmp_path: Path, backend: str) -> None:
+    """A sandboxed executor enforces read-only and shows its sandbox; a bare one does not."""
+    assert not LocalExecutor(tmp_path).enforces_read_only
+    async with sandboxed(tmp_path, backend) as ex:
+        assert ex.enforces_read_only
+        assert ReadOnly(ex.scoped(".")).enforces_read_only
+        assert f"backend='{backend}'" in repr(ex)
+
+
+# --- what the sandbox enforces --------------------------------------------------
+
+
+async def test_workdir_writable_rest_read_only(tmp_path: Path, backend: str) -> None:
+    """By default the workdir is writable and a folder beside it is not."""
+    work, beside = tmp_path / "work", tmp_path / "beside"
+    work.mkdir()
+    beside.mkdir()
+    async with sandboxed(work, backend, readable=(str(beside),)) as ex:
+        assert await output_of(ex, "echo hi > note; cat note") == "hi\n"
+        await fails(ex, f"echo hi > {beside}/note")
+    assert (work / "note").read_text() == "hi\n"
+    assert not (beside / "note").exists()
+
+
+async def test_writable_paths_replace_the_workdir(tmp_path: Path, backend: str) -> None:
+    """`writable` names what may be written (relative to the workdir); `()` means nothing."""
+    (tmp_path / "out").mkdir()
+    async with sandboxed(tmp_path, backend, writable=("out",)) as ex:
+        await ex.exec_cmd(Command.shell("echo x > out/a"))
+        await fails(ex, "echo x > b")
+    async with sandboxed(tmp_path, backend, writable=()) as ex:
+        await fails(ex, "echo x > out/c")
+    assert sorted(os.listdir(tmp_path / "out")) == ["a"]
+    assert not (tmp_path / "b").exists()
+
+
+async def test_missing_writable_path_is_an_executor_error(tmp_path: Path) -> None:
+    """A writable path that does not exist is the executor's error, not the command's."""
+    async with sandboxed(tmp_path, "bubblewrap", writable=("missing",)) as ex:
+        with pytest.raises(ExecutorError, match="missing"):
+            await ex.exec_cmd(Command.shell("true"))
+
+
+async def test_home_is_hidden_unless_asked(
+    tmp_path: Path, backend: str, home_secret: tuple[Path, str]
+) -> None:
+    """A file in the home folder cannot be read, unless `home=True`."""
+    path, secret = home_secret
+    async with sandboxed(tmp_path, backend) as ex:
+        assert secret not in await fails(ex, f"cat {path}")
+    async with sandboxed(tmp_path, backend, home=True) as ex:
+        assert await output_of(ex, f"cat {path}") == secret
+
+
+async def test_private_tmp_under_bubblewrap(tmp_path: Path) -> None:
+    """Under bubblewrap /tmp is private: writable inside, and nothing reaches the host's."""
+    name = f"/tmp/executor-sandbox-{uuid.uuid4().hex}"
+    async with sandboxed(tmp_path, "bubblewrap") as ex:
+        listed = await output_of(ex, f"echo x > {name}; ls /tmp")
+    # Only the new file, and the way down to the workdir (bound back in).
+    assert sorted(listed.split()) == sorted([os.path.basename(name), tmp_path.parts[2]])
+    assert not os.path.exists(name)
+
+
+async def test_network_off_unless_asked(tmp_path: Path, backend: str) -> None:
+    """Without `network` a command cannot reach the host's 127.0.0.1; with it, it can."""
+    with listener() as server:
+        port = server.getsockname()[1]
+        async with sandboxed(tmp_path, backend) as ex:
+            assert "connected" not in await fails(ex, connect_script(port))
+        async with sandboxed(tmp_path, backend, network=True) as ex:
+            assert await output_of(ex, connect_script(port)) == "connected\n"
+
+
+async def test_own_loopback_under_bubblewrap(tmp_path: Path) -> None:
+    """Under bubblewrap a command's processes still talk to each other over their own loopback."""
+    script = (
+        'python3 -c \'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); '
+        'c = socket.create_connection(s.getsockname()); print("ok")\''
+    )
+    async with sandboxed(tmp_path, "bubblewrap") as ex:
+        assert await output_of(ex, script) == "ok\n"
+
+
+async def test_rlimits_are_in_force(tmp_path: Path, backend: str) -> None:
+    """Address space, CPU seconds, file size and open files are set for every process."""
+    async with sandboxed(
+        tmp_path,
+        backend,
+        address_space=1 << 30,
+        cpu_seconds=7,
+        file_size=1 << 20,
+        open_files=64,
+    ) as ex:
+        limits = await output_of(ex, "ulimit -v; ulimit -t; ulimit -f; ulimit -n")
+    assert limits.split() == [str((1 << 30) // 1024), "7", str((1 << 20) // 512), "64"]
+
+
+async def test_file_size_limit_stops_a_large_write(tmp_path: Path, backend: str) -> None:
+    """A write past `file_size` fails, and the file stops at the limit."""
+    async with sandboxed(tmp_path, backend, file_size=1 << 16) as ex:
+        await fails(ex, "head -c 1000000 /dev/zero > big")
+    assert (tmp_path / "big").stat().st_size <= 1 << 16
+
+
+async def test_daemon_dies_with_the_command_under_bubblewrap(tmp_path: Path) -> None:
+    """A double-forked setsid daemon that dropped every tag dies when its command ends."""
+    token = f"executor-daemon-{uuid.uuid4().hex[:12]}"
+    script = (
+        "(setsid env -i sh -c 'while :; do sleep 0.05; done' "
+        f"{token} >/dev/null 2>&1 &); sleep 0.3; echo started"
+    )
+    async with sandboxed(tmp_path, "bubblewrap") as ex:
+        assert await output_of(ex, script) == "started\n"
+        # The namespace's init is gone, so the kernel has killed the rest: no wait.
+        assert processes_with(token) == []
+
+
+async def test_sessions_and_ptys_are_sandboxed(tmp_path: Path, backend: str) -> None:
+    """A session and a PTY session start under the sandbox: no writing outside the workdir."""
+    outside = tmp_path / "outside"
+    work = tmp_path / "work"
+    outside.mkdir()
+    work.mkdir()
+    async with sandboxed(work, backend, readable=(str(outside),)) as ex:
+        for pty in (False, True):
+            script = f"echo in > inside; echo out > {outside}/pwned; echo done $?"
+            with anyio.fail_after(10):
+                async with await ex.start(Command.shell(script), pty=pty) as session:
+                    output = await session.finalize()
+            assert b"done 1" in output.stdout or b"done 2" in output.stdout
+        with anyio.fail_after(10):
+            async with await ex.start(Command.shell("test -t 0 && echo terminal"), pty=True) as s:
+                tty = await s.finalize()
+        assert tty.stdout == b"terminal\r\n"
+    assert (work / "inside").read_text() == "in\n"
+    assert not (outside / "pwned").exists()
+
+
+async def test_read_only_runs_shell_with_nothing_writable(tmp_path: Path, backend: str) -> None:
+    """`echo hi > notes.md` under ReadOnly fails (read-only); the executor itself still writes."""
+    async with sandboxed(tmp_path, backend) as ex:
+        read_only = ReadOnly(ex)
+        for cmd in (
+            Command.shell("echo hi > notes.md"),
+            Command.exec(["sh", "-c", "echo hi > notes.md"]),
+        ):
+            with pytest.raises(NonZeroExit) as caught:
+                await read_only.exec_cmd(cmd)
+            assert caught.value.output.exit_code != 0
+            expected = "Read-only file system" if backend == "bubblewrap" else "Permission denied"
+            assert expected in caught.value.output.text()
+            with pytest.raises(NonZeroExit):
+                await read_only.exec_cmd_streaming(cmd, lambda chunk: None)
+        assert not (tmp_path / "notes.md").exists()
+        assert await output_of(read_only, "echo reads work") == "reads work\n"
+        with pytest.raises(PolicyDenied):
+            await read_only.exec_cmd(Command.write_file("notes.md", "x"))
+        # The request ends with the call: the executor itself writes again.
+        await ex.exec_cmd(Command.shell("echo later > notes.md"))
+    assert (tmp_path / "notes.md").read_text() == "later\n"
+
+
+async def test_read_only_through_wrappers_and_sessions(tmp_path: Path, backend: str) -> None:
+    """ReadOnly reaches the sandbox through scopes, and a session it started later."""
+    (tmp_path / "sub").mkdir()
+    async with sandboxed(tmp_path, backend) as ex:
+        scoped = ReadOnly(ex.scoped("sub")).scoped(".")
+        text = await fails(scoped, "echo hi > notes.md")
+        assert "notes.md" in text
+        session = await ReadOnly(ex).start(Command.shell("echo hi > notes.md; echo $?"))
+        # Entered outside the ReadOnly call: the request was taken when it was made.
+        with anyio.fail_after(10):
+            async with session:
+                output = await session.finalize()
+        assert output.stdout.strip() in (b"1", b"2")
+    assert list(tmp_path.rglob("notes.md")) == []
+
+
+async def test_unknown_program_under_rlimits_is_127(tmp_path: Path, backend: str) -> None:
+    """A missing program is 'command not found' (127) even behind prlimit, not a launcher error."""
+    async with sandboxed(tmp_path, backend, open_files=64) as ex:
+        with pytest.raises(NonZeroExit) as caught:
+            await ex.exec_cmd(Command.exec(["no-such-program-xyz"]))
+        assert caught.value.output.exit_code == 127
+        with pytest.raises(NonZeroExit) as caught:
+            await ex.exec_cmd(Command.exec(["./not-here"]))
+        assert caught.value.output.exit_code == 127
+
+
+async def test_streaming_under_the_sandbox(tmp_path: Path, backend: str) -> None:
+    """Chunks stream from a sandboxed command as they are printed."""
+    seen: list[bytes] = []
+    async with sandboxed(tmp_path, backend) as ex:
+        output = await ex.exec_cmd_streaming(
+            Command.shell("echo a; sleep 0.1; echo b"),
+            lambda chunk: seen.append(chunk.data) if isinstance(chunk, Stdout) else None,
+        )
+    assert b"".join(seen) == output.stdout == b"a\nb\n"
+
+
+def processes_with(token: str) -> list[int]:
+    """Live processes whose command line holds `token`."""
+    found = []
+    needle = token.encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if needle in cmdline and not stat[stat.rfind(b")") + 2 :].startswith(b"Z"):
+            found.append(int(name))
+    return found

@@ -1,0 +1,526 @@
+"""A hostile corpus: commands that try to get out of the sandbox, each a test.
+
+Every attempt runs under each backend. Whether the command fails or not, the
+host is then checked: the files beside the workdir (byte for byte, modes and
+times), the home folder, `/tmp`, `/dev/shm`, `/etc`, the process table (no
+process carrying the attempt's token), the test's own host process (alive,
+not stopped, not traced), and the hostname. A script prints ESCAPED only
+when its attempt worked.
+
+The attempts that would harm the machine if the sandbox failed (a fork bomb,
+a memory hog) first prove, inside the same sandbox, that the limit is in
+force, and do not run otherwise. No attempt signals a process the test did
+not start.
+
+Where a backend cannot contain an attempt, the test is a strict xfail under
+that backend and the reason names the gap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import anyio
+import attrs
+import pytest
+from test_sandbox import ROOT, processes_with, sandbox_for
+
+from executor import Command, CommandError, CommandOutput, ExecutorError, LocalExecutor, Sandbox
+
+pytestmark = pytest.mark.anyio
+
+BACKENDS = ("bubblewrap", "landlock")
+
+
+@attrs.define
+class Host:
+    """What an attempt aims at, on the host side, and how it was before."""
+
+    root: Path
+    work: Path
+    outside: Path
+    home: Path
+    secret_file: Path
+    secret: str
+    token: str
+    sleeper: subprocess.Popen[bytes]
+    hostname: str
+    before: dict[str, tuple[object, ...]] = attrs.field(factory=dict)
+
+    @property
+    def strays(self) -> list[Path]:
+        """Where an escaped write would land outside the watched tree."""
+        return [
+            self.home / f"escape-{self.token}",
+            Path(f"/tmp/escape-{self.token}"),
+            Path(f"/dev/shm/escape-{self.token}"),
+            Path(f"/etc/escape-{self.token}"),
+            Path.cwd() / f"escape-{self.token}",
+        ]
+
+    def snapshot(self) -> dict[str, tuple[object, ...]]:
+        """Every entry beside the workdir: type, mode, size, times, content or target."""
+        found: dict[str, tuple[object, ...]] = {}
+        for path in [self.outside, *self.outside.rglob("*")]:
+            info = path.lstat()
+            if path.is_symlink():
+                content: object = os.readlink(path)
+            elif path.is_file():
+                content = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                content = None
+            found[str(path.relative_to(self.root))] = (
+                info.st_mode,
+                info.st_size,
+                info.st_mtime_ns,
+                info.st_uid,
+                content,
+            )
+        found["secret"] = (self.secret_file.read_text(),)
+        return found
+
+    def assert_intact(self) -> None:
+        """The host is as it was: files, strays, processes, our process, hostname."""
+        assert self.snapshot() == self.before
+        assert not os.path.ismount(self.outside)
+        assert [path for path in self.strays if os.path.lexists(path)] == []
+        assert processes_with(self.token) == []
+        assert self.sleeper.poll() is None, "the host's process was killed"
+        state = _state(self.sleeper.pid)
+        assert state not in ("T", "t"), f"the host's process is stopped ({state})"
+        assert _tracer(self.sleeper.pid) == 0
+        assert socket.gethostname() == self.hostname
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read()
+    return stat[stat.rfind(b")") + 2 :].split()[0].decode()
+
+
+def _tracer(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("TracerPid:"):
+                return int(line.split()[1])
+    return 0
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[Host]:
+    """The host side of an attempt: a workdir, files beside it, a secret at home, a process."""
+    home = Path(os.path.expanduser("~"))
+    if not home.is_dir() or not os.access(home, os.W_OK):
+        pytest.skip(f"cannot place a secret in the home folder {home}")
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    (outside / "canary").write_text("still here\n")
+    (outside / "sub").mkdir()
+    (outside / "sub" / "deep").write_text("deep\n")
+    token = uuid.uuid4().hex[:16]
+    secret = f"secret-{uuid.uuid4().hex}"
+    secret_file = home / f".executor-escape-secret-{token}"
+    secret_file.write_text(secret)
+    # Our own process on the host, for the attempts on a host process.
+    sleeper = subprocess.Popen(
+        ["sleep", "600"],
+        cwd=outside,
+        env={**os.environ, "HOST_SECRET": secret},
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+    )
+    state = Host(
+        root=tmp_path,
+        work=work,
+        outside=outside,
+        home=home,
+        secret_file=secret_file,
+        secret=secret,
+        token=token,
+        sleeper=sleeper,
+        hostname=socket.gethostname(),
+    )
+    state.before = state.snapshot()
+    try:
+        yield state
+    finally:
+        sleeper.kill()  # ours
+        sleeper.wait()
+        # What an attempt that got through (a known gap, an xfail) left behind.
+        for pid in processes_with(token):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)  # started by this test's command
+        with contextlib.suppress(OSError):
+            (outside / "canary").chmod(0o644)
+        secret_file.unlink(missing_ok=True)
+        for path in state.strays:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+@contextlib.asynccontextmanager
+async def executor_for(host: Host, backend: str, **options: object) -> AsyncIterator[LocalExecutor]:
+    """A sandboxed executor in the host's workdir; the folder beside it is visible, read-only."""
+    readable = (str(host.outside), *options.pop("readable", ()))  # type: ignore[misc]
+    sandbox = sandbox_for(backend, readable=readable, **options)
+    async with LocalExecutor(host.work, sandbox=sandbox, kill_grace=0.2) as ex:
+        yield ex
+
+
+async def attempt(ex: LocalExecutor, script: str, *, timeout: float = 20) -> CommandOutput:
+    """Run a hostile script; return its output whether it failed or not."""
+    with anyio.fail_after(timeout + 10):
+        try:
+            return await ex.exec_cmd(Command.shell(script).with_timeout(timeout))
+        except CommandError as error:
+            return error.output
+
+
+Script = Callable[[Host], str]
+
+
+@attrs.frozen
+class Escape:
+    """One attempt: its script, and the backends that cannot contain it (with why)."""
+
+    name: str
+    script: Script
+    gaps: dict[str, str] = attrs.field(factory=dict)
+
+
+def py(code: str) -> str:
+    """A shell command running `code` under python3 (double quotes inside only)."""
+    return f"python3 -c '{code}'"
+
+
+_METADATA_GAP = (
+    "Landlock (ABI <= 7) does not govern metadata: chmod, chown and utime on a file "
+    "the user owns outside the writable paths still work"
+)
+_UDP_GAP = "Landlock's network rules (ABI 4-7) cover TCP only; UDP still reaches the host"
+_DAEMON_GAP = (
+    "Landlock has no PID namespace: a daemon that drops the tag and calls setsid "
+    "outlives its command, as under the bare backend"
+)
+
+CORPUS = [
+    # --- writing outside the writable paths ------------------------------------
+    Escape("write-absolute", lambda h: f"echo x > {h.outside}/pwned && echo ESCAPED"),
+    Escape("append-canary", lambda h: f"echo x >> {h.outside}/canary && echo ESCAPED"),
+    Escape("truncate-canary", lambda h: f": > {h.outside}/canary && echo ESCAPED"),
+    Escape("remove-canary", lambda h: f"rm {h.outside}/canary && echo ESCAPED"),
+    Escape("remove-tree", lambda h: f"rm -r {h.outside}/sub && echo ESCAPED"),
+    Escape("rename-into-workdir", lambda h: f"mv {h.outside}/canary stolen && echo ESCAPED"),
+    Escape("rename-within-outside", lambda h: f"mv {h.outside}/canary {h.outside}/moved"),
+    Escape("mkdir-outside", lambda h: f"mkdir {h.outside}/new && echo ESCAPED"),
+    Escape("mkfifo-outside", lambda h: f"mkfifo {h.outside}/fifo && echo ESCAPED"),
+    Escape("symlink-outside", lambda h: f"ln -s /etc {h.outside}/link && echo ESCAPED"),
+    Escape("chmod-canary", lambda h: f"chmod 0777 {h.outside}/canary", {"landlock": _METADATA_GAP}),
+    Escape(
+        "utime-canary",
+        lambda h: f"touch -d 2001-01-01 {h.outside}/canary",
+        {"landlock": _METADATA_GAP},
+    ),
+    Escape(
+        "via-symlink-made-inside",
+        lambda h: f"ln -s {h.outside} link && echo x > link/pwned && echo ESCAPED",
+    ),
+    Escape(
+        "via-symlink-to-file",
+        lambda h: f"ln -s {h.outside}/canary c && echo x >> c && echo ESCAPED",
+    ),
+    Escape("via-hard-link", lambda h: f"ln {h.outside}/canary hl && echo x >> hl && echo ESCAPED"),
+    Escape(
+        "via-proc-self-root", lambda h: f"echo x > /proc/self/root{h.outside}/pwned && echo ESCAPED"
+    ),
+    Escape(
+        "via-proc-ppid-cwd",
+        lambda h: "echo x > /proc/$PPID/cwd/../outside/pwned && echo ESCAPED",
+    ),
+    Escape(
+        "via-proc-host-pid-cwd",
+        lambda h: f"echo x > /proc/{h.sleeper.pid}/cwd/pwned && echo ESCAPED",
+    ),
+    Escape(
+        "via-proc-host-pid-root",
+        lambda h: f"echo x > /proc/{h.sleeper.pid}/root{h.outside}/pwned && echo ESCAPED",
+    ),
+    Escape("via-dotdot", lambda h: "cd .. && echo x > outside/pwned && echo ESCAPED"),
+    Escape(
+        "via-cwd-descriptor",
+        lambda h: "exec 3< . && cd / && echo x > /proc/self/fd/3/../outside/pwned && echo ESCAPED",
+    ),
+    Escape("write-etc", lambda h: f"echo x > /etc/escape-{h.token}"),
+    Escape("write-home", lambda h: f"echo x > {h.home}/escape-{h.token}"),
+    Escape("write-host-tmp", lambda h: f"echo x > /tmp/escape-{h.token}"),
+    Escape("write-dev-shm", lambda h: f"echo x > /dev/shm/escape-{h.token}"),
+    Escape(
+        "open-own-package-for-writing",
+        lambda h: f": >> {os.path.dirname(os.__file__)}/os.py && echo ESCAPED",
+    ),
+    Escape(
+        "write-proc-sys",
+        # The same value written back: harmless even if it got through. Under a
+        # UTS namespace of its own the write is the sandbox's business.
+        lambda h: (
+            "cat /proc/sys/kernel/hostname > /proc/sys/kernel/hostname && "
+            f'[ "$(readlink /proc/self/ns/uts)" = "{os.readlink("/proc/self/ns/uts")}" ] '
+            "&& echo ESCAPED"
+        ),
+    ),
+    # --- reading the secret in the real home folder ----------------------------------
+    Escape("read-home-secret", lambda h: f"cat {h.secret_file}"),
+    Escape("read-secret-via-proc-root", lambda h: f"cat /proc/self/root{h.secret_file}"),
+    Escape(
+        "read-secret-via-host-pid-root", lambda h: f"cat /proc/{h.sleeper.pid}/root{h.secret_file}"
+    ),
+    Escape("read-secret-via-symlink", lambda h: f"ln -s {h.secret_file} s && cat s"),
+    Escape("grep-home", lambda h: f"grep -r {h.secret[:20]} {h.home} 2>/dev/null"),
+    Escape("read-host-environ", lambda h: f"tr '\\0' '\\n' < /proc/{h.sleeper.pid}/environ"),
+    # --- network ------------------------------------------------------------------
+    # (the TCP and unix socket attempts are tests of their own below)
+    # --- privileges, namespaces, processes -----------------------------------------
+    Escape("mount-tmpfs", lambda h: f"mount -t tmpfs none {h.outside} && echo ESCAPED"),
+    Escape("remount-root-rw", lambda h: "mount -o remount,rw / && echo ESCAPED"),
+    Escape(
+        "unshare-and-remount",
+        lambda h: (
+            f"unshare -rm sh -c 'mount -o remount,rw,bind {h.outside} 2>&1; "
+            f"echo x > {h.outside}/pwned && echo ESCAPED'"
+        ),
+    ),
+    Escape(
+        "unshare-and-bind-over",
+        lambda h: (
+            f"unshare -rm sh -c 'mount --bind . {h.outside} && "
+            f"echo x > {h.outside}/pwned' ; test -e {h.outside}/pwned && echo ESCAPED"
+        ),
+    ),
+    Escape("chroot", lambda h: "chroot / true && echo ESCAPED"),
+    Escape("sethostname", lambda h: 'hostname "$(hostname)" && echo ESCAPED'),
+    Escape(
+        "ptrace-host-process",
+        lambda h: py(
+            "import ctypes; libc = ctypes.CDLL(None); "
+            f'print("ESCAPED" if libc.ptrace(16, {h.sleeper.pid}, 0, 0) == 0 else "no")'
+        ),
+    ),
+    Escape("signal-host-process", lambda h: f"kill -STOP {h.sleeper.pid} && echo ESCAPED"),
+    Escape("signal-host-group", lambda h: f"kill -STOP -- -{h.sleeper.pid} && echo ESCAPED"),
+    Escape(
+        "setsid-daemon-outlives",
+        lambda h: (
+            f"(setsid env -i sh -c 'while :; do sleep 0.05; done' {h.token} "
+            ">/dev/null 2>&1 &); sleep 0.2"
+        ),
+        {"landlock": _DAEMON_GAP},
+    ),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each sandbox backend."""
+    return str(request.param)
+
+
+CASES = [
+    pytest.param(
+        escape,
+        name,
+        id=f"{escape.name}-{name}",
+        marks=[pytest.mark.xfail(strict=True, reason=escape.gaps[name])]
+        if name in escape.gaps
+        else [],
+    )
+    for escape in CORPUS
+    for name in BACKENDS
+]
+
+
+@pytest.mark.parametrize(("escape", "sandbox_backend"), CASES)
+async def test_escape_is_contained(escape: Escape, sandbox_backend: str, host: Host) -> None:
+    """The attempt neither escapes nor leaves a trace on the host, nor prints the secret."""
+    async with executor_for(host, sandbox_backend) as ex:
+        output = await attempt(ex, escape.script(host))
+        text = output.text()
+        assert "ESCAPED" not in text
+        assert host.secret not in text
+        # A detached process must be gone when its command returns, not only at aclose.
+        assert processes_with(host.token) == []
+    host.assert_intact()
+
+
+async def test_connect_to_host_loopback_tcp(backend: str, host: Host) -> None:
+    """A TCP connection to a port listening on the host's 127.0.0.1 is refused."""
+    server = socket.socket()
+    try:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        server.setblocking(False)
+        port = server.getsockname()[1]
+        async with executor_for(host, backend) as ex:
+            output = await attempt(
+                ex,
+                py(
+                    "import socket; "
+                    f's = socket.create_connection(("127.0.0.1", {port}), timeout=2); '
+                    's.sendall(b"hello"); print("ESCAPED")'
+                ),
+            )
+        assert "ESCAPED" not in output.text()
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    finally:
+        server.close()
+    host.assert_intact()
+
+
+async def test_send_udp_to_host_loopback(backend: str, host: Host) -> None:
+    """A UDP datagram to the host's 127.0.0.1 never arrives."""
+    if backend == "landlock":
+        pytest.xfail(_UDP_GAP)
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        receiver.bind(("127.0.0.1", 0))
+        receiver.setblocking(False)
+        port = receiver.getsockname()[1]
+        async with executor_for(host, backend) as ex:
+            await attempt(
+                ex,
+                py(
+                    "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                    f's.sendto(b"ESCAPED", ("127.0.0.1", {port}))'
+                ),
+            )
+        await anyio.sleep(0.1)
+        with pytest.raises(BlockingIOError):
+            receiver.recv(64)
+    finally:
+        receiver.close()
+    host.assert_intact()
+
+
+async def test_connect_to_host_abstract_socket(backend: str, host: Host) -> None:
+    """An abstract unix socket the host listens on cannot be reached."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = f"\0executor-escape-{host.token}"
+    try:
+        server.bind(name)
+        server.listen(8)
+        server.setblocking(False)
+        async with executor_for(host, backend) as ex:
+            output = await attempt(
+                ex,
+                py(
+                    "import socket; s = socket.socket(socket.AF_UNIX); "
+                    f's.connect("\\0executor-escape-{host.token}"); print("ESCAPED")'
+                ),
+            )
+        assert "ESCAPED" not in output.text()
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    finally:
+        server.close()
+    host.assert_intact()
+
+
+async def test_background_job_dies(backend: str, host: Host) -> None:
+    """A background job that keeps its tag dies by aclose at the latest (bubblewrap: at once)."""
+    async with executor_for(host, backend) as ex:
+        await attempt(ex, f"nohup sh -c 'sleep 600' {host.token} >/dev/null 2>&1 & sleep 0.1")
+        if backend == "bubblewrap":
+            assert processes_with(host.token) == []
+    host.assert_intact()
+
+
+async def test_timeout_kills_the_whole_sandbox(backend: str, host: Host) -> None:
+    """On timeout, every process of the sandbox dies, detached ones included (bubblewrap)."""
+    script = (
+        f"(setsid sh -c 'while :; do sleep 0.05; done' {host.token} >/dev/null 2>&1 &); sleep 30"
+    )
+    async with executor_for(host, backend) as ex:
+        output = await attempt(ex, script, timeout=0.5)
+        assert output.exit_code != 0
+        assert processes_with(host.token) == []
+    host.assert_intact()
+
+
+# --- resource exhaustion: each proves its limit inside the sandbox first ------------
+
+
+async def test_fork_bomb_is_contained(backend: str, host: Host) -> None:
+    """A fork bomb hits the process limit; root, which that limit does not bind, is refused it."""
+    limit = 48
+    if ROOT:
+        # The bomb never runs where nothing would stop it: the sandbox refuses.
+        with pytest.raises(ExecutorError, match="does not bind root"):
+            LocalExecutor(host.work, sandbox=Sandbox(backend=backend, processes=limit))
+        return
+    async with executor_for(host, backend, processes=limit) as ex:
+        proven = await attempt(ex, "ulimit -u")
+        if proven.stdout.strip() != str(limit).encode():
+            pytest.fail(f"the process limit is not in force ({proven.text()!r}): bomb not run")
+        bomb = f"b() {{ b | b & }}; b; sleep 1; echo {host.token}-survived"
+        await attempt(ex, f"sh -c '{bomb}'", timeout=5)
+    host.assert_intact()
+
+
+async def test_memory_hog_is_contained(backend: str, host: Host) -> None:
+    """A process allocating without end hits the address-space limit and fails."""
+    limit = 512 << 20
+    async with executor_for(host, backend, address_space=limit) as ex:
+        proven = await attempt(
+            ex,
+            py(
+                "import resource; "
+                "print(resource.getrlimit(resource.RLIMIT_AS)[0]); "
+                "b = bytearray(600 << 20)"
+            ),
+        )
+        if proven.stdout.split()[:1] != [str(limit).encode()] or proven.exit_code == 0:
+            pytest.fail(f"the memory limit is not in force ({proven.text()!r}): hog not run")
+        hog = py("chunks = []\nwhile True: chunks.append(bytearray(16 << 20))")
+        output = await attempt(ex, f"{hog}; echo exit=$?", timeout=20)
+        assert "MemoryError" in output.text()
+    host.assert_intact()
+
+
+async def test_cpu_hog_is_stopped(backend: str, host: Host) -> None:
+    """A busy loop is killed when it has used its CPU seconds."""
+    async with executor_for(host, backend, cpu_seconds=1) as ex:
+        output = await attempt(ex, py("while True: pass"), timeout=20)
+    assert output.exit_code != 0
+    assert output.signal in (signal.SIGXCPU, signal.SIGKILL) or output.exit_code in (
+        128 + signal.SIGXCPU,
+        128 + signal.SIGKILL,
+    )
+    host.assert_intact()
+
+
+async def test_descriptor_hog_is_stopped(backend: str, host: Host) -> None:
+    """Opening descriptors without end stops at the open-files limit."""
+    async with executor_for(host, backend, open_files=32) as ex:
+        output = await attempt(
+            ex, py('import os\nfds = []\nwhile True: fds.append(os.open("/dev/null", 0))')
+        )
+    assert "Too many open files" in output.text()
+    host.assert_intact()
+
+
+async def test_disk_filler_is_stopped(backend: str, host: Host) -> None:
+    """Writing an endless file stops at the file-size limit."""
+    async with executor_for(host, backend, file_size=1 << 20) as ex:
+        output = await attempt(ex, "cat /dev/zero > filler")
+    assert output.exit_code != 0
+    assert (host.work / "filler").stat().st_size <= 1 << 20
+    host.assert_intact()

@@ -39,6 +39,17 @@ from executor._events import (
     Topic,
     bridge,
 )
+from executor._idempotent import Idempotent, KeyedExecutor
+from executor._journal import (
+    Claim,
+    IdempotencyKey,
+    Journal,
+    JournalEntry,
+    JournalError,
+    Outcome,
+    RunInterrupted,
+    SqliteJournal,
+)
 from executor._local import LocalExecutor
 from executor._observed import (
     CommandCancelled,
@@ -110,6 +121,7 @@ __all__ = [
     "Bytes",
     "CheckedExecutor",
     "Chunk",
+    "Claim",
     "Command",
     "CommandCancelled",
     "CommandChunk",
@@ -129,7 +141,13 @@ __all__ = [
     "Finding",
     "GitRange",
     "GitRevision",
+    "IdempotencyKey",
+    "Idempotent",
     "InvalidArgument",
+    "Journal",
+    "JournalEntry",
+    "JournalError",
+    "KeyedExecutor",
     "LoadedFile",
     "LocalExecutor",
     "Manual",
@@ -137,6 +155,7 @@ __all__ = [
     "NonZeroExit",
     "Observed",
     "Observer",
+    "Outcome",
     "OutputApprovalRequest",
     "OutputApprover",
     "PolicyDenied",
@@ -146,6 +165,7 @@ __all__ = [
     "ReadOnly",
     "Resize",
     "RestrictedUrl",
+    "RunInterrupted",
     "Sandbox",
     "SandboxSupport",
     "ScopedExecutor",
@@ -156,6 +176,7 @@ __all__ = [
     "Signal",
     "SimpleCommand",
     "Sink",
+    "SqliteJournal",
     "SshExecutor",
     "Stderr",
     "StdinEvent",

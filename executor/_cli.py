@@ -1,4 +1,4 @@
-"""The command line: `python -m executor run -- SCRIPT` and `python -m executor files`.
+"""The command line: `python -m executor run -- SCRIPT`, `files` and `journal`.
 
 `run` streams the command's output live and exits with its exit code: 124 when
 it timed out (as `timeout(1)` does), 125 when the executor itself failed.
@@ -20,6 +20,7 @@ import anyio.abc
 
 from executor._commands import Command
 from executor._errors import CommandError, InvalidArgument, NonZeroExit, TimedOut
+from executor._journal import add_journal_parser, run_journal_command
 from executor._local import LocalExecutor
 from executor._output import Chunk, Stdout
 
@@ -85,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="EXT",
         help="keep only this extension, 'py' or '.py' (repeatable)",
     )
+    add_journal_parser(commands)
     return parser
 
 
@@ -114,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except InvalidArgument as error:
             parser.error(f"run: {error}")
         return anyio.run(functools.partial(_run, args, command))
+    if args.command == "journal":
+        return run_journal_command(args)
     return anyio.run(functools.partial(_files, args))
 
 

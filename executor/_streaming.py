@@ -59,6 +59,13 @@ Policies (what the context holds):
   reads without returning them are never shown, so they stay out of the
   context.
 
+Idempotent tools (`idempotent = True`) can be run under a journal:
+`StreamingToolSession(tool, input, journal=journal, key=key)` records the
+key before the tool starts and its final value when it finishes; a session
+with a key that has a final returns it without starting the tool, and one
+whose run was interrupted raises `RunInterrupted` (or runs it again, with
+`on_interrupted="rerun"`).
+
 Backpressure: nothing reads ahead. A chunk moves from the tool only when
 `next_chunk()` or `finalize()` asks for one, and between the two sits a
 bounded buffer, so a tool that produces faster than its reader is suspended
@@ -86,6 +93,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from executor._errors import CommandError, InvalidArgument, PolicyDenied
 from executor._events import EventSequencer, ToolCancelled, ToolEvent, ToolStreamError
+from executor._idempotent import ReplayHandle, ToolRecorder
+from executor._journal import IdempotencyKey, Journal, OnInterrupted, optional_key
 from executor._output import CommandOutput, Stderr, Stdout
 from executor._stdin import Bytes, Resize, Signal, StdinEvent, Text, UnixSignal
 from executor._tools import convert, json_schema
@@ -628,8 +637,9 @@ class StreamingTool(abc.ABC, Generic[InputT, ChunkT, FinalT]):
         description: What it does, for the model; the class docstring by default.
         policy: How a session keeps its output for the context (`Buffer()`
             unless overridden here or per session).
-        idempotent: Whether running it twice with one input is harmless.
-            Recorded for now; a journal will use it for recovery.
+        idempotent: Whether the tool opts into recovery from a journal: a
+            session given a `journal` records its final value under an
+            idempotency key and answers a repeat with it.
         required_capability: The capability a runtime must grant before
             running it (e.g. `"process"`, `"network"`), or `None`. Declared
             here for the runtime to check; the session does not enforce it.
@@ -956,6 +966,13 @@ class StreamingToolSession(Generic[InputT, ChunkT, FinalT]):
             turns a model's JSON into one).
         policy: Overrides the tool's own `policy`.
         call_id: The id of the tool call, passed to approvers.
+        journal: Records the run of an idempotent tool (`SqliteJournal`):
+            the key before it starts, the final value when it ends. A key
+            with a final is answered from it, without starting the tool.
+        key: The run's `IdempotencyKey` (or its text); a new one when
+            omitted. Keep it to recover the run after a crash.
+        on_interrupted: For a key whose run started and never finished:
+            `"fail"` raises `RunInterrupted`, `"rerun"` runs it again.
     """
 
     tool: StreamingTool[InputT, ChunkT, FinalT]
@@ -965,6 +982,14 @@ class StreamingToolSession(Generic[InputT, ChunkT, FinalT]):
         default=attrs.Factory(lambda self: _tool_policy(self.tool), takes_self=True),
     )
     call_id: str | None = attrs.field(default=None, kw_only=True)
+    journal: Journal | None = attrs.field(default=None, kw_only=True)
+    key: IdempotencyKey | None = attrs.field(
+        default=None,
+        kw_only=True,
+        converter=optional_key,
+    )
+    on_interrupted: OnInterrupted = attrs.field(default="fail", kw_only=True)
+    _recorder: ToolRecorder | None = attrs.field(default=None, init=False, repr=False)
     _handle: StreamingToolHandle[ChunkT, FinalT] | None = attrs.field(
         default=None, init=False, repr=False
     )
@@ -979,6 +1004,27 @@ class StreamingToolSession(Generic[InputT, ChunkT, FinalT]):
         _check_tool(self.tool)
         if not isinstance(self.policy, _POLICIES):
             raise TypeError(f"policy must be a streaming policy, got {self.policy!r}")
+        if self.on_interrupted not in ("fail", "rerun"):
+            raise ValueError(
+                f"on_interrupted must be 'fail' or 'rerun', got {self.on_interrupted!r}"
+            )
+        if self.journal is not None:
+            if not self.tool.idempotent:
+                raise ValueError(
+                    f"{type(self.tool).__name__} is not idempotent, so a journal cannot "
+                    "answer for it: set idempotent = True on the tool if a repeat may be "
+                    "answered with its recorded final value"
+                )
+            if self.key is None:
+                self.key = IdempotencyKey.new()
+            self._recorder = ToolRecorder(
+                journal=self.journal,
+                key=self.key,
+                name=self.tool.name,
+                input=self.input,
+                final_type=self.tool._types()[2],
+                on_interrupted=self.on_interrupted,
+            )
 
     @property
     def name(self) -> str:
@@ -987,22 +1033,46 @@ class StreamingToolSession(Generic[InputT, ChunkT, FinalT]):
 
     @property
     def idempotent(self) -> bool:
-        """Whether the tool declared itself idempotent (recorded for recovery)."""
+        """Whether the tool declared itself idempotent (recoverable from a journal)."""
         return bool(self.tool.idempotent)
+
+    @property
+    def recovered(self) -> bool:
+        """Whether the result comes from the journal: the tool did not run in this session."""
+        recorder = self._recorder
+        return recorder is not None and recorder.claim is None and recorder.settled
 
     async def __aenter__(self) -> Self:
         if self._state != "new":
             raise RuntimeError("a StreamingToolSession runs once")
+        recorder = self._recorder
+        stored = None
+        if recorder is not None:
+            try:
+                stored = await recorder.begin()
+            except BaseException:
+                self._state = "closed"
+                raise
         try:
-            handle = await self.tool.start(self.input)
-        except Exception as exc:
+            if stored is not None and recorder is not None:
+                handle = typing.cast(Any, ReplayHandle(recorder, stored))
+            else:
+                handle = await self.tool.start(self.input)
+        except BaseException as exc:
             self._state = "closed"
+            if recorder is not None:
+                # start() hands back a handle not yet entered: nothing ran.
+                await recorder.abandon(ran=False)
+            if not isinstance(exc, Exception):
+                raise
             translated = _translate(exc, self.name)
             if translated is exc:
                 raise
             raise translated from exc
         if not isinstance(handle, StreamingToolHandle):
             self._state = "closed"
+            if recorder is not None:
+                await recorder.abandon(ran=False)
             raise TypeError(
                 f"{type(self.tool).__name__}.start() must return a StreamingToolHandle, "
                 f"got {type(handle).__name__}"
@@ -1011,6 +1081,8 @@ class StreamingToolSession(Generic[InputT, ChunkT, FinalT]):
             await handle.__aenter__()
         except BaseException:
             self._state = "closed"
+            if recorder is not None:
+                await recorder.abandon()
             raise
         self._handle = handle
         # The reader's receive already yields to the event loop once per chunk;
@@ -1035,7 +1107,12 @@ class StreamingToolSession(Generic[InputT, ChunkT, FinalT]):
         # Not wrapped in a shield: a handle may hold a task group, which must be
         # left from its own scope. Each handle shields its own cleanup (a process
         # is reaped under a shield); a task group waits for its tasks regardless.
-        await handle.__aexit__(exc_type, exc, tb)
+        try:
+            await handle.__aexit__(exc_type, exc, tb)
+        finally:
+            if self._recorder is not None:
+                # Ended without a final (cancelled, or left early): interrupted.
+                await self._recorder.abandon()
 
     def _running(self) -> StreamingToolHandle[ChunkT, FinalT]:
         if self._handle is None:
@@ -1062,6 +1139,9 @@ class StreamingToolSession(Generic[InputT, ChunkT, FinalT]):
         except Exception as exc:
             self._state = "failed"
             translated = _translate(exc, self.name)
+            if self._recorder is not None:
+                # The tool ended with this error: it is its outcome.
+                await self._recorder.failed(translated)
             if translated is exc:
                 raise
             raise translated from exc
@@ -1216,9 +1296,14 @@ class StreamingToolSession(Generic[InputT, ChunkT, FinalT]):
             final = await handle.finalize()
         except Exception as exc:
             translated = _translate(exc, self.name)
+            if self._recorder is not None:
+                await self._recorder.failed(translated)
             if translated is exc:
                 raise
             raise translated from exc
+        if self._recorder is not None:
+            # Recorded before any approval below: the tool's work is done either way.
+            await self._recorder.finished(final)
         if self._state == "open":
             self._state = "ended"
         if isinstance(policy, Summarise) and len(self._held_text()) > policy.max_summary_length:

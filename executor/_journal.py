@@ -1,0 +1,1253 @@
+"""Idempotency keys and the journal that answers a repeated run from its recorded final.
+
+```python
+journal = SqliteJournal("runs.sqlite3")
+key = IdempotencyKey.new()  # keep it with the agent's own checkpoint
+push = Idempotent(LocalExecutor(repo), journal).keyed(key)
+output = await push.exec_cmd(Command.shell("git push"))  # runs once
+output = await push.exec_cmd(Command.shell("git push"))  # answered from the journal
+```
+
+The life of a key in the journal:
+
+- **claimed**: a run under the key is recorded, with the process that owns
+  it, *before* any work begins;
+- **final**: the run ended and its outcome is recorded (the output, or the
+  error it raised); every later start with the key returns that outcome
+  without running anything;
+- **running**: claimed by a process that is still alive; a second start
+  with the key waits for its final instead of running it again;
+- **interrupted**: claimed, no final, and its owner is gone (killed, crashed,
+  or cancelled mid-run). Whether the work took effect is unknown, so the
+  caller chooses: `on_interrupted="fail"` raises `RunInterrupted`,
+  `"rerun"` runs it again under the same key.
+
+`SqliteJournal` is the embedded default: one SQLite file in WAL mode, every
+change one transaction, claims taken under `BEGIN IMMEDIATE`, so several
+processes on one machine can share it and a crash at any instant leaves it
+consistent. A process's liveness is judged by its pid, its start time and the
+machine's boot id, so a reused pid or a reboot is not mistaken for the owner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import secrets
+import sqlite3
+import struct
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
+from uuid import UUID
+
+import anyio
+import anyio.lowlevel
+import attrs
+import psutil
+
+from executor._errors import (
+    CommandError,
+    ExecutorError,
+    InvalidArgument,
+    NonZeroExit,
+    PolicyDenied,
+    TimedOut,
+    ToolCancelled,
+    ToolStreamError,
+)
+from executor._output import Chunk, CommandOutput, Stderr, Stdout
+
+__all__ = [
+    "Claim",
+    "IdempotencyKey",
+    "Journal",
+    "JournalEntry",
+    "JournalError",
+    "OnInterrupted",
+    "Outcome",
+    "RunInterrupted",
+    "SqliteJournal",
+    "acquire",
+    "add_journal_parser",
+    "default_journal_path",
+    "optional_key",
+    "run_journal_command",
+]
+
+T = TypeVar("T")
+
+OnInterrupted: TypeAlias = Literal["fail", "rerun"]
+"""What to do with a key whose run started and never finished."""
+
+EntryState: TypeAlias = Literal["running", "interrupted", "final"]
+ClaimStatus: TypeAlias = Literal["run", "rerun", "final", "running", "interrupted"]
+
+
+# --- keys -----------------------------------------------------------------------------
+
+_VERSION_7 = 7
+
+
+class _Clock:
+    """The state behind monotonic UUID v7 keys in this process.
+
+    RFC 9562 method 2 ("monotonic random"): within one millisecond the 74
+    random bits are the last key's plus a random increment, so keys made in
+    one millisecond still sort in the order they were made; when they would
+    overflow, the timestamp moves on by a millisecond.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        self.last_ms = -1
+        self.last_random = 0
+
+    def next(self) -> int:
+        with self.lock:
+            now_ms = time.time_ns() // 1_000_000
+            if now_ms > self.last_ms:
+                self.last_ms = now_ms
+                self.last_random = int.from_bytes(secrets.token_bytes(10)) >> 6
+            else:
+                # The clock has not moved (or went back): count on from the last key.
+                self.last_random += 1 + secrets.randbelow(1 << 31)
+                if self.last_random >= 1 << 74:
+                    self.last_ms += 1
+                    self.last_random = int.from_bytes(secrets.token_bytes(10)) >> 7
+            rand_a = self.last_random >> 62
+            rand_b = self.last_random & ((1 << 62) - 1)
+            return (
+                (self.last_ms & ((1 << 48) - 1)) << 80
+                | _VERSION_7 << 76
+                | rand_a << 64
+                | 0b10 << 62
+                | rand_b
+            )
+
+
+_CLOCK = _Clock()
+
+
+def _key_uuid(value: object) -> uuid.UUID:
+    if isinstance(value, IdempotencyKey):
+        return value.uuid
+    if isinstance(value, uuid.UUID):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = uuid.UUID(value.strip())
+        except ValueError:
+            raise InvalidArgument(value, "an idempotency key must be a UUID") from None
+    else:
+        raise InvalidArgument(value, "an idempotency key must be a UUID string")
+    if parsed.version != _VERSION_7 or parsed.variant != uuid.RFC_4122:
+        raise InvalidArgument(
+            value, f"an idempotency key must be a UUID version 7 (got version {parsed.version})"
+        )
+    return parsed
+
+
+@attrs.frozen(order=True)
+class IdempotencyKey:
+    """A UUID v7 (RFC 9562) naming one run: time-ordered, unique, safe to store and send.
+
+    `IdempotencyKey.new()` makes one; keys made later sort later, also
+    within one millisecond of one process. `IdempotencyKey(text)` parses
+    one, and `str(key)` is its canonical text.
+
+    Raises:
+        InvalidArgument: The value is not a UUID, or not of version 7.
+    """
+
+    uuid: UUID = attrs.field(converter=_key_uuid)
+
+    @classmethod
+    def new(cls) -> IdempotencyKey:
+        """A fresh key, later than every key this process made before."""
+        return cls(uuid.UUID(int=_CLOCK.next()))
+
+    @classmethod
+    def parse(cls, value: str | UUID | IdempotencyKey) -> IdempotencyKey:
+        """The key in `value`, which may be one already.
+
+        Raises:
+            InvalidArgument: `value` is not a UUID of version 7.
+        """
+        if isinstance(value, IdempotencyKey):
+            return value
+        return cls(value)
+
+    @property
+    def created(self) -> datetime.datetime:
+        """When the key was made (its 48-bit millisecond timestamp), in UTC."""
+        ms = self.uuid.int >> 80
+        return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+    def __str__(self) -> str:
+        return str(self.uuid)
+
+
+def optional_key(value: str | UUID | IdempotencyKey | None) -> IdempotencyKey | None:
+    """The key in `value`, or `None` (a converter for optional key fields)."""
+    return None if value is None else IdempotencyKey.parse(value)
+
+
+if hasattr(os, "register_at_fork"):
+    # A forked child must not count on from its parent's last key: both would
+    # make the same keys in the same millisecond.
+    os.register_at_fork(after_in_child=_CLOCK.reset)
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+class JournalError(ExecutorError):
+    """The journal failed or refused: unreadable, or a key reused for a different run."""
+
+
+class RunInterrupted(JournalError):
+    """A run under this key started and never finished, so whether it took effect is unknown.
+
+    Raised when `on_interrupted="fail"` (the default). Check what the run
+    would have done, then run it under a new key, or pass
+    `on_interrupted="rerun"` to run it again under this one.
+
+    Attributes:
+        key: The key.
+        entry: The journal's record of the run (what it was, when it started).
+    """
+
+    def __init__(self, entry: JournalEntry) -> None:
+        started = entry.started.isoformat(timespec="milliseconds")
+        super().__init__(
+            f"the run under key {entry.key} ({entry.name}) started at {started} and never "
+            "finished: it was interrupted, so whether it took effect is unknown. Check, "
+            "then run it under a new key, or pass on_interrupted='rerun'"
+        )
+        self.key = entry.key
+        self.entry = entry
+
+
+# --- outcomes -------------------------------------------------------------------------
+
+# Each kind names the error a repeat raises again; a subclass the journal does
+# not know is stored as the nearest of these, most specific first.
+_ERROR_KINDS: tuple[tuple[str, type[CommandError]], ...] = (
+    ("TimedOut", TimedOut),
+    ("NonZeroExit", NonZeroExit),
+    ("RunInterrupted", RunInterrupted),
+    ("JournalError", JournalError),
+    ("PolicyDenied", PolicyDenied),
+    ("ExecutorError", ExecutorError),
+    ("ToolCancelled", ToolCancelled),
+    ("ToolStreamError", ToolStreamError),
+    ("CommandError", CommandError),
+)
+_REPLAYED: dict[str, type[CommandError]] = {
+    name: cls for name, cls in _ERROR_KINDS if name not in ("RunInterrupted",)
+}
+_REPLAYED["RunInterrupted"] = JournalError
+
+_STDOUT, _STDERR = 1, 2
+_CHUNK_HEAD = struct.Struct(">BI")
+
+
+def encode_chunks(chunks: Sequence[Chunk]) -> bytes:
+    """Chunks as bytes: for each, a stream byte and a 4-byte length, then the data."""
+    parts: list[bytes] = []
+    for chunk in chunks:
+        parts.append(
+            _CHUNK_HEAD.pack(_STDOUT if isinstance(chunk, Stdout) else _STDERR, len(chunk))
+        )
+        parts.append(chunk.data)
+    return b"".join(parts)
+
+
+def decode_chunks(data: bytes) -> tuple[Chunk, ...]:
+    """The chunks `encode_chunks` wrote.
+
+    Raises:
+        JournalError: The bytes are not what `encode_chunks` writes.
+    """
+    chunks: list[Chunk] = []
+    view = memoryview(data)
+    at = 0
+    while at < len(view):
+        if at + _CHUNK_HEAD.size > len(view):
+            raise JournalError("a stored output is cut short")
+        stream, size = _CHUNK_HEAD.unpack_from(view, at)
+        at += _CHUNK_HEAD.size
+        if stream not in (_STDOUT, _STDERR) or at + size > len(view):
+            raise JournalError("a stored output is damaged")
+        payload = bytes(view[at : at + size])
+        chunks.append(Stdout(payload) if stream == _STDOUT else Stderr(payload))
+        at += size
+    return tuple(chunks)
+
+
+@attrs.frozen(kw_only=True)
+class Outcome:
+    """How a run ended, as the journal keeps it: a value or output, or an error to raise again.
+
+    Attributes:
+        kind: `"ok"`, or the name of the error: `"NonZeroExit"`, `"TimedOut"`,
+            `"ExecutorError"`, `"ToolStreamError"`...
+        output: The command's output (for an error, the output it carried);
+            `None` for a streaming tool's final value.
+        message: The error's message.
+        timeout: The timeout of a `TimedOut`.
+        value: A streaming tool's final value, as JSON text.
+    """
+
+    kind: str = "ok"
+    output: CommandOutput | None = None
+    message: str | None = None
+    timeout: float | None = None
+    value: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the run succeeded."""
+        return self.kind == "ok"
+
+    @classmethod
+    def of_output(cls, output: CommandOutput) -> Outcome:
+        """The outcome of a command that succeeded."""
+        return cls(output=output)
+
+    @classmethod
+    def of_error(cls, error: CommandError) -> Outcome:
+        """The outcome of a run that raised `error`."""
+        kind = next(name for name, base in _ERROR_KINDS if isinstance(error, base))
+        return cls(
+            kind=kind,
+            output=error.output,
+            message=error.message,
+            timeout=error.timeout if isinstance(error, TimedOut) else None,
+        )
+
+    def error(self) -> CommandError:
+        """The error this outcome records, made again (of the same type).
+
+        Raises:
+            ValueError: The outcome is a success.
+        """
+        if self.ok:
+            raise ValueError("this outcome is a success, not an error")
+        output = self.output if self.output is not None else CommandOutput.empty()
+        if self.kind == "TimedOut":
+            return TimedOut(self.timeout if self.timeout is not None else math.nan, output)
+        cls = _REPLAYED.get(self.kind, CommandError)
+        return cls(self.message or f"the run failed ({self.kind})", output)
+
+    def replay(self) -> CommandOutput:
+        """The recorded output, or raise the recorded error again.
+
+        Raises:
+            CommandError: The recorded error (`NonZeroExit`, `TimedOut`...).
+        """
+        if not self.ok:
+            raise self.error()
+        return self.output if self.output is not None else CommandOutput.empty()
+
+
+@attrs.frozen(kw_only=True)
+class JournalEntry:
+    """What the journal holds about one key.
+
+    Attributes:
+        key: The key.
+        kind: `"command"` or `"tool"`.
+        name: What ran: the command line, or the tool's name.
+        fingerprint: A digest of exactly what ran; a key cannot be reused for
+            anything else.
+        state: `"running"` (its owner is alive), `"interrupted"` (started, no
+            final, owner gone) or `"final"`.
+        started: When the run first started (UTC).
+        finished: When its final was recorded, or `None`.
+        attempts: How many times it was started (more than one after reruns).
+        owner: The pid of the process that holds the run now, or `None`.
+        outcome: The final outcome, or `None` without a final.
+    """
+
+    key: IdempotencyKey
+    kind: str
+    name: str
+    fingerprint: str
+    state: EntryState
+    started: datetime.datetime
+    finished: datetime.datetime | None = None
+    attempts: int = 1
+    owner: int | None = None
+    outcome: Outcome | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Claim:
+    """The journal's answer to a start.
+
+    Attributes:
+        status: `"run"` (recorded as started: run it now), `"rerun"` (an
+            interrupted run taken over: run it again), `"final"` (answer from
+            `entry.outcome`), `"running"` (another live process or task runs
+            it) or `"interrupted"` (started, no final, not taken over).
+        entry: The journal's entry for the key.
+        token: Identifies this claim to `complete` and `abandon` (with
+            `"run"` and `"rerun"`).
+    """
+
+    status: ClaimStatus
+    entry: JournalEntry
+    token: str | None = None
+
+
+@runtime_checkable
+class Journal(Protocol):
+    """Where runs under idempotency keys are recorded; `SqliteJournal` is the default.
+
+    Implementations must make `claim` atomic across every process that
+    shares the journal: of two claims racing on one new key, exactly one
+    gets `"run"`.
+    """
+
+    async def claim(
+        self,
+        key: IdempotencyKey,
+        *,
+        kind: str,
+        name: str,
+        fingerprint: str,
+        rerun_interrupted: bool = False,
+    ) -> Claim:
+        """Record a start under `key` unless the key has a run already; see `Claim`.
+
+        Raises:
+            JournalError: `key` was used for a run with another fingerprint.
+        """
+        ...
+
+    async def complete(self, claim: Claim, outcome: Outcome) -> None:
+        """Record the final outcome of the run `claim` started."""
+        ...
+
+    async def abandon(self, claim: Claim, *, ran: bool) -> None:
+        """Give up a claim without a final: interrupted if it `ran`, forgotten if not."""
+        ...
+
+    async def get(self, key: IdempotencyKey) -> JournalEntry | None:
+        """The entry for `key`, or `None`."""
+        ...
+
+
+# --- owners: which process holds a run, and is it alive --------------------------------
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return f"boot-{psutil.boot_time():.0f}"
+
+
+@attrs.frozen
+class _Owner:
+    boot: str
+    pid: int
+    started: float
+
+
+class _Process:
+    """This process as an owner, and the claims its tasks hold right now."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._me: _Owner | None = None
+        self.active: set[str] = set()
+
+    def me(self) -> _Owner:
+        if self._me is None or self._me.pid != os.getpid():
+            self._me = _Owner(_boot_id(), os.getpid(), psutil.Process().create_time())
+        return self._me
+
+    def alive(self, owner: _Owner, token: str | None) -> bool:
+        me = self.me()
+        if owner.boot != me.boot:
+            return False
+        if owner.pid == me.pid and owner.started == me.started:
+            # Ours: alive while one of our tasks still holds the claim.
+            return token in self.active
+        try:
+            process = psutil.Process(owner.pid)
+            if abs(process.create_time() - owner.started) > 0.01:
+                return False  # the pid was reused
+            return process.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+
+_PROCESS = _Process()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_PROCESS.reset)
+
+
+# --- SQLite ---------------------------------------------------------------------------
+
+_SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    key TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    started REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 1,
+    owner_boot TEXT,
+    owner_pid INTEGER,
+    owner_started REAL,
+    owner_token TEXT,
+    finished REAL,
+    outcome TEXT,
+    message TEXT,
+    timeout REAL,
+    has_output INTEGER NOT NULL DEFAULT 0,
+    chunks BLOB,
+    exit_code INTEGER,
+    signal INTEGER,
+    duration REAL,
+    truncated INTEGER,
+    value TEXT
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished) WHERE finished IS NOT NULL;
+"""
+_COLUMNS = (
+    "key, kind, name, fingerprint, started, attempts, owner_boot, owner_pid, owner_started, "
+    "owner_token, finished, outcome, message, timeout, has_output, chunks, exit_code, signal, "
+    "duration, truncated, value"
+)
+
+# Pruning on write runs at most this often, so a busy journal pays for it rarely.
+_PRUNE_EVERY = 60.0
+
+
+def default_journal_path() -> Path:
+    """Where the journal lives unless told: `$EXECUTOR_JOURNAL`, or under `$XDG_STATE_HOME`.
+
+    The default is `~/.local/state/executor/journal.sqlite3`.
+    """
+    explicit = os.environ.get("EXECUTOR_JOURNAL")
+    if explicit:
+        return Path(explicit)
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return Path(state) / "executor" / "journal.sqlite3"
+
+
+def _seconds(value: float | datetime.timedelta | None, what: str) -> float | None:
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, datetime.timedelta) else float(value)
+    if not seconds > 0 or math.isinf(seconds):
+        raise ValueError(f"{what} must be a positive number of seconds or None, got {value!r}")
+    return seconds
+
+
+def _count(value: int | None, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be an integer >= 1 or None, got {value!r}")
+    return value
+
+
+def _utc(timestamp: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(timestamp, tz=datetime.UTC)
+
+
+class SqliteJournal:
+    """The journal in one SQLite file: WAL mode, one transaction per change, safe across processes.
+
+    A crash at any instant (of the process, or with `synchronous="full"` of
+    the machine) leaves the file consistent: SQLite commits atomically, and
+    every change here is one transaction. Claims take the write lock first
+    (`BEGIN IMMEDIATE`), so of two processes racing on one key exactly one
+    runs it. Calls run SQLite in a worker thread, off the event loop.
+
+    Args:
+        path: The database file; its folder is created. `default_journal_path()` if omitted.
+        max_age: Finals (and interrupted runs) older than this are deleted:
+            seconds or a timedelta, `None` to keep them. A repeat after
+            that runs again: this is the recovery window.
+        max_entries: Keep at most this many finals, the newest; `None` for no cap.
+        synchronous: `"normal"` (the default) makes each commit durable against
+            a crash of any process (SIGKILL included) but not of the machine:
+            after a power loss the last commits may be lost. `"full"` also
+            survives that, for about 0.5 ms more per commit (an fsync).
+        busy_timeout: Seconds to wait for another process's write lock.
+        create: Create the file if it does not exist (else `JournalError`).
+
+    Retention is applied by `prune()`, and on write at most once a minute.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        max_age: float | datetime.timedelta | None = datetime.timedelta(days=30),
+        max_entries: int | None = None,
+        synchronous: Literal["normal", "full"] = "normal",
+        busy_timeout: float = 30.0,
+        create: bool = True,
+    ) -> None:
+        self.path = Path(path) if path is not None else default_journal_path()
+        self.max_age = _seconds(max_age, "max_age")
+        self.max_entries = _count(max_entries, "max_entries")
+        if synchronous not in ("normal", "full"):
+            raise ValueError(f"synchronous must be 'normal' or 'full', got {synchronous!r}")
+        self.synchronous = synchronous
+        if not busy_timeout > 0:
+            raise ValueError(f"busy_timeout must be positive, got {busy_timeout!r}")
+        self.busy_timeout = busy_timeout
+        self.create = create
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+        self._pruned = 0.0
+
+    def __repr__(self) -> str:
+        return f"SqliteJournal({str(self.path)!r})"
+
+    # --- connection -------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        # A connection must not cross a fork: the child opens its own.
+        self._conn = None
+        if not self.create and not self.path.exists():
+            raise JournalError(f"no journal at {self.path}")
+        try:
+            if self.create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout,
+                isolation_level=None,  # transactions are begun and ended explicitly
+                check_same_thread=False,  # used from worker threads, one at a time
+            )
+        except (OSError, sqlite3.Error) as error:
+            raise JournalError(f"cannot open the journal at {self.path}: {error}") from error
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise JournalError(f"the journal at {self.path} cannot use WAL mode ({mode})")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, _SCHEMA_VERSION):
+                raise JournalError(
+                    f"the journal at {self.path} has format {version}; this version of "
+                    f"executor reads format {_SCHEMA_VERSION}"
+                )
+            if version == 0:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.executescript(_SCHEMA)
+                    conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+                finally:
+                    if conn.in_transaction:
+                        conn.execute("COMMIT")
+        except sqlite3.Error as error:
+            conn.close()
+            raise JournalError(f"cannot use the journal at {self.path}: {error}") from error
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        self._pid = os.getpid()
+        return conn
+
+    def _call(self, function: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            conn = self._connection()
+            try:
+                return function(conn)
+            except sqlite3.Error as error:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise JournalError(f"the journal at {self.path} failed: {error}") from error
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    async def _run(self, function: Callable[[sqlite3.Connection], T]) -> T:
+        return await anyio.to_thread.run_sync(self._call, function)
+
+    def close(self) -> None:
+        """Close the database connection (a later call opens it again)."""
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    async def aclose(self) -> None:
+        """Close the database connection."""
+        self.close()
+
+    async def __aenter__(self) -> SqliteJournal:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- rows -------------------------------------------------------------------------
+
+    def _entry(self, row: sqlite3.Row | tuple[Any, ...]) -> JournalEntry:
+        (
+            key,
+            kind,
+            name,
+            fingerprint,
+            started,
+            attempts,
+            owner_boot,
+            owner_pid,
+            owner_started,
+            owner_token,
+            finished,
+            outcome_kind,
+            message,
+            timeout,
+            has_output,
+            chunks,
+            exit_code,
+            signal,
+            duration,
+            truncated,
+            value,
+        ) = row
+        outcome: Outcome | None = None
+        state: EntryState
+        if outcome_kind is not None:
+            output = None
+            if has_output:
+                output = CommandOutput(
+                    chunks=decode_chunks(chunks or b""),
+                    exit_code=exit_code,
+                    signal=signal,
+                    duration=duration or 0.0,
+                    truncated=bool(truncated),
+                )
+            outcome = Outcome(
+                kind=outcome_kind, output=output, message=message, timeout=timeout, value=value
+            )
+            state = "final"
+        elif owner_pid is not None and _PROCESS.alive(
+            _Owner(owner_boot, owner_pid, owner_started), owner_token
+        ):
+            state = "running"
+        else:
+            state = "interrupted"
+        return JournalEntry(
+            key=IdempotencyKey(key),
+            kind=kind,
+            name=name,
+            fingerprint=fingerprint,
+            state=state,
+            started=_utc(started),
+            finished=_utc(finished) if finished is not None else None,
+            attempts=attempts,
+            owner=owner_pid if state == "running" else None,
+            outcome=outcome,
+        )
+
+    @staticmethod
+    def _select(conn: sqlite3.Connection, key: str) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = conn.execute(
+            f"SELECT {_COLUMNS} FROM runs WHERE key = ?", (key,)
+        ).fetchone()
+        return row
+
+    # --- the protocol -----------------------------------------------------------------
+
+    async def claim(
+        self,
+        key: IdempotencyKey,
+        *,
+        kind: str,
+        name: str,
+        fingerprint: str,
+        rerun_interrupted: bool = False,
+    ) -> Claim:
+        """Record a start under `key` unless the key has a run already; see `Claim`.
+
+        Raises:
+            JournalError: `key` was used for a run with another fingerprint,
+                or the journal failed.
+        """
+        key = IdempotencyKey.parse(key)
+        return await self._run(
+            lambda conn: self._claim(conn, key, kind, name, fingerprint, rerun_interrupted)
+        )
+
+    def _claim(
+        self,
+        conn: sqlite3.Connection,
+        key: IdempotencyKey,
+        kind: str,
+        name: str,
+        fingerprint: str,
+        rerun: bool,
+    ) -> Claim:
+        me = _PROCESS.me()
+        token = secrets.token_hex(8)
+        # Counted as ours before the commit: the moment another process can
+        # see the claim, it must also see it alive.
+        _PROCESS.active.add(token)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            row = self._select(conn, str(key))
+            now = time.time()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO runs (key, kind, name, fingerprint, started, owner_boot, "
+                    "owner_pid, owner_started, owner_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (str(key), kind, name, fingerprint, now, me.boot, me.pid, me.started, token),
+                )
+                conn.execute("COMMIT")
+                entry = JournalEntry(
+                    key=key,
+                    kind=kind,
+                    name=name,
+                    fingerprint=fingerprint,
+                    state="running",
+                    started=_utc(now),
+                    owner=me.pid,
+                )
+                return Claim(status="run", entry=entry, token=token)
+            entry = self._entry(row)
+            if entry.fingerprint != fingerprint:
+                conn.execute("ROLLBACK")
+                raise JournalError(
+                    f"the key {key} was used for another run ({entry.kind} {entry.name!r}); "
+                    f"it cannot also name {kind} {name!r}: make a new key for each run"
+                )
+            if entry.state != "interrupted" or not rerun:
+                conn.execute("ROLLBACK")
+                _PROCESS.active.discard(token)
+                return Claim(status=entry.state, entry=entry)
+            conn.execute(
+                "UPDATE runs SET attempts = attempts + 1, owner_boot = ?, owner_pid = ?, "
+                "owner_started = ?, owner_token = ? WHERE key = ?",
+                (me.boot, me.pid, me.started, token, str(key)),
+            )
+            conn.execute("COMMIT")
+            entry = attrs.evolve(entry, state="running", attempts=entry.attempts + 1, owner=me.pid)
+            return Claim(status="rerun", entry=entry, token=token)
+        except BaseException:
+            _PROCESS.active.discard(token)
+            raise
+
+    async def complete(self, claim: Claim, outcome: Outcome) -> None:
+        """Record `outcome` as the final of the run `claim` started, and release the claim.
+
+        Raises:
+            JournalError: The claim is not held (any more), or the journal failed.
+        """
+        token = _token(claim)
+        try:
+            await self._run(lambda conn: self._complete(conn, claim, token, outcome))
+        finally:
+            _PROCESS.active.discard(token)
+        if self.max_age is not None or self.max_entries is not None:
+            now = time.monotonic()
+            if now - self._pruned >= _PRUNE_EVERY:
+                self._pruned = now
+                await self.prune()
+
+    def _complete(
+        self, conn: sqlite3.Connection, claim: Claim, token: str, outcome: Outcome
+    ) -> None:
+        output = outcome.output
+        conn.execute("BEGIN IMMEDIATE")
+        cursor = conn.execute(
+            "UPDATE runs SET finished = ?, outcome = ?, message = ?, timeout = ?, has_output = ?, "
+            "chunks = ?, exit_code = ?, signal = ?, duration = ?, truncated = ?, value = ?, "
+            "owner_boot = NULL, owner_pid = NULL, owner_started = NULL, owner_token = NULL "
+            "WHERE key = ? AND owner_token = ?",
+            (
+                time.time(),
+                outcome.kind,
+                outcome.message,
+                outcome.timeout,
+                output is not None,
+                encode_chunks(output.chunks) if output is not None else None,
+                output.exit_code if output is not None else None,
+                output.signal if output is not None else None,
+                output.duration if output is not None else None,
+                output.truncated if output is not None else None,
+                outcome.value,
+                str(claim.entry.key),
+                token,
+            ),
+        )
+        if cursor.rowcount != 1:
+            conn.execute("ROLLBACK")
+            raise JournalError(f"the run under key {claim.entry.key} is no longer held here")
+        conn.execute("COMMIT")
+
+    async def abandon(self, claim: Claim, *, ran: bool) -> None:
+        """Give up `claim` without a final.
+
+        If the run may have done anything (`ran`), the key stays, interrupted;
+        if it certainly did nothing, a first claim is forgotten, so the key
+        can run later as if new.
+        """
+        token = _token(claim)
+        try:
+            await self._run(lambda conn: self._abandon(conn, claim, token, ran))
+        finally:
+            _PROCESS.active.discard(token)
+
+    @staticmethod
+    def _abandon(conn: sqlite3.Connection, claim: Claim, token: str, ran: bool) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        if not ran and claim.status == "run":
+            conn.execute(
+                "DELETE FROM runs WHERE key = ? AND owner_token = ?", (str(claim.entry.key), token)
+            )
+        else:
+            conn.execute(
+                "UPDATE runs SET owner_boot = NULL, owner_pid = NULL, owner_started = NULL, "
+                "owner_token = NULL WHERE key = ? AND owner_token = ?",
+                (str(claim.entry.key), token),
+            )
+        conn.execute("COMMIT")
+
+    async def get(self, key: IdempotencyKey | str) -> JournalEntry | None:
+        """The entry for `key`, or `None`.
+
+        Raises:
+            InvalidArgument: `key` is not a UUID v7.
+        """
+        text = str(IdempotencyKey.parse(key))
+        return await self._run(lambda conn: self._get(conn, text))
+
+    def _get(self, conn: sqlite3.Connection, key: str) -> JournalEntry | None:
+        row = self._select(conn, key)
+        return self._entry(row) if row is not None else None
+
+    # --- listing and retention --------------------------------------------------------
+
+    async def entries(
+        self, *, state: EntryState | None = None, limit: int | None = 100
+    ) -> list[JournalEntry]:
+        """The newest entries first, optionally only those in `state`; at most `limit`."""
+        if state not in (None, "running", "interrupted", "final"):
+            raise ValueError(f"state must be running, interrupted, final or None, got {state!r}")
+        return await self._run(lambda conn: self._entries(conn, state, limit))
+
+    def _entries(
+        self, conn: sqlite3.Connection, state: EntryState | None, limit: int | None
+    ) -> list[JournalEntry]:
+        where = ""
+        if state == "final":
+            where = "WHERE outcome IS NOT NULL"
+        elif state is not None:
+            # Running and interrupted differ only by the owner's liveness, checked below.
+            where = "WHERE outcome IS NULL"
+        found: list[JournalEntry] = []
+        for row in conn.execute(f"SELECT {_COLUMNS} FROM runs {where} ORDER BY key DESC"):
+            entry = self._entry(row)
+            if state is None or entry.state == state:
+                found.append(entry)
+                if limit is not None and len(found) >= limit:
+                    break
+        return found
+
+    async def prune(
+        self,
+        *,
+        max_age: float | datetime.timedelta | None = None,
+        max_entries: int | None = None,
+    ) -> int:
+        """Delete expired finals and interrupted runs; return how many were deleted.
+
+        Args:
+            max_age: Overrides the journal's `max_age` for this call.
+            max_entries: Overrides the journal's `max_entries` for this call.
+
+        A run that is still going is never deleted.
+        """
+        age = _seconds(max_age, "max_age") if max_age is not None else self.max_age
+        count = _count(max_entries, "max_entries") if max_entries is not None else self.max_entries
+        return await self._run(lambda conn: self._prune(conn, age, count))
+
+    def _prune(
+        self, conn: sqlite3.Connection, max_age: float | None, max_entries: int | None
+    ) -> int:
+        deleted = 0
+        conn.execute("BEGIN IMMEDIATE")
+        if max_age is not None:
+            cutoff = time.time() - max_age
+            deleted += conn.execute(
+                "DELETE FROM runs WHERE outcome IS NOT NULL AND finished < ?", (cutoff,)
+            ).rowcount
+            # Unfinished runs are deleted only once their owner is gone.
+            stale = [
+                row[0]
+                for row in conn.execute(
+                    f"SELECT {_COLUMNS} FROM runs WHERE outcome IS NULL AND started < ?", (cutoff,)
+                )
+                if self._entry(row).state == "interrupted"
+            ]
+            for key in stale:
+                deleted += conn.execute("DELETE FROM runs WHERE key = ?", (key,)).rowcount
+        if max_entries is not None:
+            deleted += conn.execute(
+                "DELETE FROM runs WHERE outcome IS NOT NULL AND key NOT IN "
+                "(SELECT key FROM runs WHERE outcome IS NOT NULL "
+                "ORDER BY finished DESC, key DESC LIMIT ?)",
+                (max_entries,),
+            ).rowcount
+        conn.execute("COMMIT")
+        return deleted
+
+    async def integrity_check(self) -> list[str]:
+        """SQLite's `PRAGMA integrity_check`: `["ok"]` for a sound file, else what is wrong."""
+        return await self._run(
+            lambda conn: [row[0] for row in conn.execute("PRAGMA integrity_check")]
+        )
+
+
+def _token(claim: Claim) -> str:
+    if claim.token is None:
+        raise ValueError(f"this claim ({claim.status}) holds no run")
+    return claim.token
+
+
+# --- starting a run under a key --------------------------------------------------------
+
+# How long a start waits between looks at a run another process holds.
+_WAIT_FIRST = 0.005
+_WAIT_MAX = 0.25
+
+
+async def acquire(
+    journal: Journal,
+    key: IdempotencyKey,
+    *,
+    kind: str,
+    name: str,
+    fingerprint: str,
+    on_interrupted: OnInterrupted,
+) -> Claim:
+    """Claim `key`, waiting while another process or task runs it.
+
+    Returns a claim with status `"run"`, `"rerun"` or `"final"`. A claim
+    taken is never lost to a cancellation: if the caller is cancelled
+    while the journal records it, it is given back before the cancellation
+    goes on.
+
+    Raises:
+        RunInterrupted: The key's run was interrupted and `on_interrupted` is `"fail"`.
+        JournalError: The key names another run, or the journal failed.
+    """
+    if on_interrupted not in ("fail", "rerun"):
+        raise ValueError(f"on_interrupted must be 'fail' or 'rerun', got {on_interrupted!r}")
+    delay = _WAIT_FIRST
+    while True:
+        with anyio.CancelScope(shield=True):
+            claim = await journal.claim(
+                key,
+                kind=kind,
+                name=name,
+                fingerprint=fingerprint,
+                rerun_interrupted=on_interrupted == "rerun",
+            )
+        if claim.status in ("run", "rerun"):
+            try:
+                await anyio.lowlevel.checkpoint_if_cancelled()
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await journal.abandon(claim, ran=False)
+                raise
+            return claim
+        if claim.status == "final":
+            return claim
+        if claim.status == "interrupted":
+            raise RunInterrupted(claim.entry)
+        # Someone else runs it: its final will answer us too.
+        await anyio.sleep(delay)
+        delay = min(delay * 2, _WAIT_MAX)
+
+
+async def settle(journal: Journal, claim: Claim, outcome: Outcome | None, *, ran: bool) -> None:
+    """Record `outcome` for `claim`, or abandon it when there is none; never cut short."""
+    with anyio.CancelScope(shield=True):
+        if outcome is not None:
+            await journal.complete(claim, outcome)
+        else:
+            await journal.abandon(claim, ran=ran)
+
+
+# --- the command line ------------------------------------------------------------------
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _duration(text: str) -> float:
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([smhdw]?)\s*", text)
+    if not match or not float(match[1]) > 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration such as 3600, 90m, 12h or 30d, got {text!r}"
+        )
+    return float(match[1]) * _UNITS[match[2] or "s"]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def add_journal_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `journal list|show|prune` to the command line's subcommands."""
+    journal = commands.add_parser(
+        "journal",
+        help="list, inspect and prune the idempotency journal",
+        description=(
+            "Inspect the journal of runs under idempotency keys. The journal is --path, "
+            "else $EXECUTOR_JOURNAL, else ~/.local/state/executor/journal.sqlite3."
+        ),
+    )
+    journal.add_argument("--path", help="the journal file")
+    actions = journal.add_subparsers(dest="journal_command", required=True)
+    listing = actions.add_parser("list", help="list runs, newest first")
+    listing.add_argument("--state", choices=("running", "interrupted", "final"))
+    listing.add_argument("--limit", type=_positive_int, default=100, help="at most N (100)")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    show = actions.add_parser("show", help="show one run and its recorded output")
+    show.add_argument("key", help="the idempotency key (a UUID v7)")
+    show.add_argument("--json", action="store_true", help="as one JSON object")
+    prune = actions.add_parser("prune", help="delete expired finals and interrupted runs")
+    prune.add_argument(
+        "--max-age", type=_duration, help="older than this (3600, 90m, 12h, 30d; default 30d)"
+    )
+    prune.add_argument("--max-entries", type=_positive_int, help="keep only the newest N finals")
+
+
+def _summary(entry: JournalEntry) -> dict[str, Any]:
+    outcome = entry.outcome
+    data: dict[str, Any] = {
+        "key": str(entry.key),
+        "state": entry.state,
+        "kind": entry.kind,
+        "name": entry.name,
+        "started": entry.started.isoformat(timespec="milliseconds"),
+        "finished": entry.finished.isoformat(timespec="milliseconds") if entry.finished else None,
+        "attempts": entry.attempts,
+        "owner": entry.owner,
+        "outcome": outcome.kind if outcome is not None else None,
+    }
+    if outcome is not None and outcome.output is not None:
+        data["exit_code"] = outcome.output.exit_code
+    return data
+
+
+def _details(entry: JournalEntry) -> dict[str, Any]:
+    data = _summary(entry)
+    outcome = entry.outcome
+    if outcome is None:
+        return data
+    data["message"] = outcome.message
+    if outcome.timeout is not None:
+        data["timeout"] = outcome.timeout
+    if outcome.value is not None:
+        data["value"] = json.loads(outcome.value)
+    if outcome.output is not None:
+        output = outcome.output
+        data.update(
+            signal=output.signal,
+            duration=output.duration,
+            truncated=output.truncated,
+            stdout=output.stdout.decode("utf-8", "replace"),
+            stderr=output.stderr.decode("utf-8", "replace"),
+        )
+    return data
+
+
+def run_journal_command(args: argparse.Namespace) -> int:
+    """Run `journal list|show|prune` and return the exit code (2 for a missing journal or key)."""
+    journal = SqliteJournal(args.path, create=False, max_age=None)
+    try:
+        return anyio.run(_journal_command, journal, args)
+    except (JournalError, InvalidArgument) as error:
+        sys.stderr.write(f"executor: {error}\n")
+        return 2
+    finally:
+        journal.close()
+
+
+async def _journal_command(journal: SqliteJournal, args: argparse.Namespace) -> int:
+    if args.journal_command == "list":
+        entries = await journal.entries(state=args.state, limit=args.limit)
+        if args.json:
+            for entry in entries:
+                print(json.dumps(_summary(entry)))
+            return 0
+        for entry in entries:
+            outcome = entry.outcome
+            ended = outcome.kind if outcome is not None else "-"
+            if outcome is not None and outcome.output is not None:
+                ended += f" (exit {outcome.output.exit_code})"
+            started = entry.started.isoformat(sep=" ", timespec="seconds")
+            print(f"{entry.key}  {entry.state:<11}  {started}  {ended:<22}  {entry.name}")
+        return 0
+    if args.journal_command == "show":
+        key = IdempotencyKey.parse(args.key)
+        found = await journal.get(key)
+        if found is None:
+            sys.stderr.write(f"executor: no run under key {key} in {journal.path}\n")
+            return 2
+        details = _details(found)
+        if args.json:
+            print(json.dumps(details))
+            return 0
+        for name, value in details.items():
+            if name in ("stdout", "stderr"):
+                continue
+            print(f"{name}: {value}")
+        for name in ("stdout", "stderr"):
+            if details.get(name):
+                print(f"--- {name}")
+                sys.stdout.write(details[name])
+                if not details[name].endswith("\n"):
+                    print()
+        return 0
+    max_age = args.max_age
+    if max_age is None and args.max_entries is None:
+        max_age = 30 * 86400.0
+    deleted = await journal.prune(max_age=max_age, max_entries=args.max_entries)
+    print(f"deleted {deleted} entries")
+    return 0

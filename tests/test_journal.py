@@ -1,0 +1,517 @@
+"""Idempotency keys, outcomes, and the SQLite journal: claims, liveness, retention, the CLI."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from executor import (
+    CommandError,
+    CommandOutput,
+    ExecutorError,
+    IdempotencyKey,
+    InvalidArgument,
+    Journal,
+    JournalError,
+    NonZeroExit,
+    Outcome,
+    PolicyDenied,
+    SqliteJournal,
+    Stderr,
+    Stdout,
+    TimedOut,
+    ToolStreamError,
+)
+from executor._journal import decode_chunks, encode_chunks
+
+LIMIT = 30.0
+
+
+# --- keys -----------------------------------------------------------------------------
+
+
+def test_new_keys_are_uuid_v7_with_the_time() -> None:
+    """A new key is a UUID of version 7, RFC variant, stamped with the current millisecond."""
+    before = datetime.datetime.now(datetime.UTC) - datetime.timedelta(milliseconds=1)
+    key = IdempotencyKey.new()
+    after = datetime.datetime.now(datetime.UTC) + datetime.timedelta(milliseconds=1)
+    assert key.uuid.version == 7
+    assert key.uuid.variant == uuid.RFC_4122
+    assert before <= key.created <= after
+    assert IdempotencyKey(str(key)) == key
+    assert IdempotencyKey.parse(key) is key
+    assert IdempotencyKey(key.uuid) == key
+
+
+def test_keys_made_in_one_millisecond_still_rise() -> None:
+    """Thousands of keys made back to back are unique and sort in the order they were made."""
+    keys = [IdempotencyKey.new() for _ in range(20_000)]
+    assert len(set(keys)) == len(keys)
+    assert sorted(keys) == keys
+    assert sorted(str(key) for key in keys) == [str(key) for key in keys]
+    # Many share a millisecond, so the counting within one was exercised.
+    assert len({key.created for key in keys}) < len(keys)
+
+
+def test_keys_made_in_threads_are_unique() -> None:
+    """Keys made from several threads at once never collide."""
+    import threading
+
+    made: list[IdempotencyKey] = []
+
+    def make() -> None:
+        made.extend(IdempotencyKey.new() for _ in range(2000))
+
+    threads = [threading.Thread(target=make) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(made)) == 8000
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [
+        ("abc", "must be a UUID"),
+        ("", "must be a UUID"),
+        (str(uuid.uuid4()), "version 7 (got version 4)"),
+        ("00000000-0000-7000-0000-000000000000", "version 7"),
+        (123, "must be a UUID string"),
+        (None, "must be a UUID string"),
+    ],
+)
+def test_bad_keys_are_refused_with_the_rule(value: object, rule: str) -> None:
+    """Text that is not a UUID v7 (or not text) raises InvalidArgument naming the rule."""
+    with pytest.raises(InvalidArgument, match="idempotency key") as caught:
+        IdempotencyKey.parse(value)  # type: ignore[arg-type]
+    assert rule in str(caught.value)
+
+
+# --- outcomes -------------------------------------------------------------------------
+
+chunks = st.lists(
+    st.builds(Stdout, st.binary(min_size=1, max_size=40))
+    | st.builds(Stderr, st.binary(min_size=1, max_size=40)),
+    max_size=12,
+)
+
+
+@given(chunks)
+def test_chunks_round_trip_exactly(items: list[Stdout | Stderr]) -> None:
+    """Any chunks, any bytes, come back from their encoding the same, in order."""
+    assert decode_chunks(encode_chunks(items)) == tuple(items)
+
+
+def test_damaged_chunks_are_an_error() -> None:
+    """A cut or damaged encoding raises JournalError instead of inventing output."""
+    data = encode_chunks([Stdout(b"hello")])
+    with pytest.raises(JournalError, match=r"cut short|damaged"):
+        decode_chunks(data[:-1])
+    with pytest.raises(JournalError, match="damaged"):
+        decode_chunks(b"\x07" + data[1:])
+
+
+def test_outcomes_make_the_same_errors_again() -> None:
+    """An error's outcome raises the same type again, with its message, output and timeout."""
+    output = CommandOutput(chunks=(Stdout(b"so far"),), exit_code=124, duration=0.5)
+
+    class Custom(NonZeroExit):
+        pass
+
+    cases: list[tuple[CommandError, type[CommandError]]] = [
+        (NonZeroExit("command exited with code 1", output), NonZeroExit),
+        (TimedOut(2.5, output), TimedOut),
+        (ExecutorError("spawn failed", output), ExecutorError),
+        (PolicyDenied("no", output), PolicyDenied),
+        (ToolStreamError("the tool x failed", output), ToolStreamError),
+        (Custom("custom", output), NonZeroExit),
+    ]
+    for error, expected in cases:
+        outcome = Outcome.of_error(error)
+        again = outcome.error()
+        assert type(again) is expected
+        assert again.message == error.message
+        assert again.output == output
+        with pytest.raises(expected):
+            outcome.replay()
+    timed = Outcome.of_error(TimedOut(2.5, output)).error()
+    assert isinstance(timed, TimedOut)
+    assert timed.timeout == 2.5
+    assert Outcome.of_output(output).replay() == output
+    with pytest.raises(ValueError, match="success"):
+        Outcome.of_output(output).error()
+
+
+# --- the SQLite journal ---------------------------------------------------------------
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    """Where a test's journal lives."""
+    return tmp_path / "state" / "journal.sqlite3"
+
+
+async def test_journal_file_uses_wal_and_the_chosen_sync(path: Path) -> None:
+    """The file is created with its folder, in WAL mode; `synchronous` is applied per connection."""
+    for name, level in (("normal", 1), ("full", 2)):
+        journal = SqliteJournal(path, synchronous=name)  # type: ignore[arg-type]
+        assert isinstance(journal, Journal)
+        assert await journal.integrity_check() == ["ok"]
+        assert journal._call(lambda conn: conn.execute("PRAGMA synchronous").fetchone()[0]) == (
+            level
+        )
+        journal.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+async def test_claim_complete_and_repeat(path: Path) -> None:
+    """A new key is claimed to run; once completed, a claim is answered with its final."""
+    async with SqliteJournal(path) as journal:
+        key = IdempotencyKey.new()
+        claim = await journal.claim(key, kind="command", name="git push", fingerprint="f1")
+        assert claim.status == "run"
+        assert claim.token is not None
+        entry = await journal.get(key)
+        assert entry is not None
+        assert entry.state == "running"
+        assert entry.owner == os.getpid()
+        # Another start while it runs sees it running, in this process too.
+        second = await journal.claim(key, kind="command", name="git push", fingerprint="f1")
+        assert second.status == "running"
+        output = CommandOutput(
+            chunks=(Stdout(b"a\n"), Stderr(b"\xff"), Stdout(b"b")),
+            exit_code=0,
+            duration=0.25,
+            truncated=True,
+        )
+        await journal.complete(claim, Outcome.of_output(output))
+        again = await journal.claim(key, kind="command", name="git push", fingerprint="f1")
+        assert again.status == "final"
+        assert again.token is None
+        assert again.entry.outcome is not None
+        assert again.entry.outcome.replay() == output
+        assert again.entry.finished is not None
+        assert again.entry.owner is None
+        with pytest.raises(JournalError, match="no longer held"):
+            await journal.complete(claim, Outcome.of_output(output))
+
+
+async def test_a_key_names_one_run(path: Path) -> None:
+    """Claiming a used key for something else is refused, naming both."""
+    async with SqliteJournal(path) as journal:
+        key = IdempotencyKey.new()
+        claim = await journal.claim(key, kind="command", name="git push", fingerprint="f1")
+        with pytest.raises(JournalError, match=r"was used for another run.*'git push'.*'rm x'"):
+            await journal.claim(key, kind="command", name="rm x", fingerprint="f2")
+        await journal.abandon(claim, ran=True)
+
+
+async def test_abandon_interrupts_or_forgets(path: Path) -> None:
+    """An abandoned run that ran is interrupted and may be taken over; one that did not is gone."""
+    async with SqliteJournal(path) as journal:
+        ran = IdempotencyKey.new()
+        claim = await journal.claim(ran, kind="command", name="x", fingerprint="f")
+        await journal.abandon(claim, ran=True)
+        entry = await journal.get(ran)
+        assert entry is not None
+        assert entry.state == "interrupted"
+        assert entry.owner is None
+        kept = await journal.claim(ran, kind="command", name="x", fingerprint="f")
+        assert kept.status == "interrupted"
+        taken = await journal.claim(
+            ran, kind="command", name="x", fingerprint="f", rerun_interrupted=True
+        )
+        assert taken.status == "rerun"
+        assert taken.entry.attempts == 2
+        # A rerun that did not start leaves the run interrupted, not forgotten.
+        await journal.abandon(taken, ran=False)
+        entry = await journal.get(ran)
+        assert entry is not None
+        assert entry.state == "interrupted"
+
+        never = IdempotencyKey.new()
+        claim = await journal.claim(never, kind="command", name="x", fingerprint="f")
+        await journal.abandon(claim, ran=False)
+        assert await journal.get(never) is None
+
+
+HOLDER = """
+import anyio, sys
+from executor import IdempotencyKey, SqliteJournal
+async def main():
+    journal = SqliteJournal(sys.argv[1])
+    claim = await journal.claim(
+        IdempotencyKey(sys.argv[2]), kind="command", name="held", fingerprint="f"
+    )
+    print(claim.status, flush=True)
+    sys.stdin.readline()
+anyio.run(main)
+"""
+
+
+async def test_a_run_is_interrupted_once_its_process_is_gone(path: Path) -> None:
+    """A claim held by a live process is running; after that process is killed, interrupted."""
+    SqliteJournal(path).close()
+    key = IdempotencyKey.new()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path), str(key)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "run"
+        async with SqliteJournal(path) as journal:
+            entry = await journal.get(key)
+            assert entry is not None
+            assert entry.state == "running"
+            assert entry.owner == holder.pid
+            claim = await journal.claim(
+                key, kind="command", name="held", fingerprint="f", rerun_interrupted=True
+            )
+            assert claim.status == "running"
+            holder.kill()
+            holder.wait(LIMIT)
+            entry = await journal.get(key)
+            assert entry is not None
+            assert entry.state == "interrupted"
+            assert await journal.entries(state="interrupted") == [entry]
+            assert await journal.entries(state="running") == []
+    finally:
+        holder.kill()
+        holder.wait(LIMIT)
+        for stream in (holder.stdin, holder.stdout):
+            if stream is not None:
+                stream.close()
+
+
+async def test_a_reused_pid_or_a_reboot_is_not_the_owner(path: Path) -> None:
+    """An owner with our pid but another start time, or another boot id, counts as gone."""
+    async with SqliteJournal(path) as journal:
+        keys = [IdempotencyKey.new() for _ in range(3)]
+        for key in keys:
+            claim = await journal.claim(key, kind="command", name="x", fingerprint="f")
+            assert claim.status == "run"
+        journal._call(
+            lambda conn: conn.execute(
+                "UPDATE runs SET owner_started = owner_started - 100 WHERE key = ?",
+                (str(keys[0]),),
+            )
+        )
+        journal._call(
+            lambda conn: conn.execute(
+                "UPDATE runs SET owner_boot = 'another-boot' WHERE key = ?", (str(keys[1]),)
+            )
+        )
+        states = [entry.state for key in keys if (entry := await journal.get(key)) is not None]
+        assert states == ["interrupted", "interrupted", "running"]
+
+
+async def test_claims_racing_on_one_key_let_exactly_one_run(path: Path) -> None:
+    """Eight connections claiming one new key at once: one runs, the others see it running."""
+    journals = [SqliteJournal(path) for _ in range(8)]
+    key = IdempotencyKey.new()
+    statuses: list[str] = []
+
+    async def claim(journal: SqliteJournal) -> None:
+        result = await journal.claim(key, kind="command", name="x", fingerprint="f")
+        statuses.append(result.status)
+
+    async with anyio.create_task_group() as group:
+        for journal in journals:
+            group.start_soon(claim, journal)
+    assert sorted(statuses) == ["run"] + ["running"] * 7
+    for journal in journals:
+        journal.close()
+
+
+async def test_prune_by_age_and_by_count(path: Path) -> None:
+    """Old finals and interrupted runs expire; the count keeps the newest finals; running stays."""
+    async with SqliteJournal(path, max_age=None) as journal:
+
+        async def final(age: float) -> IdempotencyKey:
+            key = IdempotencyKey.new()
+            claim = await journal.claim(key, kind="command", name="x", fingerprint="f")
+            await journal.complete(claim, Outcome.of_output(CommandOutput(exit_code=0)))
+            journal._call(
+                lambda conn: conn.execute(
+                    "UPDATE runs SET finished = finished - ?, started = started - ? WHERE key = ?",
+                    (age, age, str(key)),
+                )
+            )
+            return key
+
+        old = [await final(3 * 86400) for _ in range(2)]
+        new = [await final(60.0 * (5 - i)) for i in range(5)]
+        running = IdempotencyKey.new()
+        held = await journal.claim(running, kind="command", name="x", fingerprint="f")
+        interrupted = IdempotencyKey.new()
+        gone = await journal.claim(interrupted, kind="command", name="x", fingerprint="f")
+        await journal.abandon(gone, ran=True)
+        journal._call(
+            lambda conn: conn.execute(
+                "UPDATE runs SET started = started - 3 * 86400 WHERE key IN (?, ?)",
+                (str(running), str(interrupted)),
+            )
+        )
+        assert await journal.prune() == 0  # no retention configured, none asked for
+        assert await journal.prune(max_age=datetime.timedelta(days=1)) == 3
+        for key in old:
+            assert await journal.get(key) is None
+        assert await journal.get(interrupted) is None
+        assert await journal.get(running) is not None
+        assert await journal.prune(max_entries=2) == 3
+        kept = [entry.key for entry in await journal.entries(state="final")]
+        assert kept == new[3:][::-1]
+        assert [entry.key for entry in await journal.entries(state="running")] == [running]
+        await journal.abandon(held, ran=True)
+        with pytest.raises(ValueError, match="max_age"):
+            await journal.prune(max_age=-1)
+        with pytest.raises(ValueError, match="max_entries"):
+            await journal.prune(max_entries=0)
+
+
+async def test_retention_applies_on_write(path: Path) -> None:
+    """With `max_entries` set, completing runs trims the journal without a call to prune."""
+    async with SqliteJournal(path, max_entries=1) as journal:
+        for _ in range(3):
+            key = IdempotencyKey.new()
+            claim = await journal.claim(key, kind="command", name="x", fingerprint="f")
+            await journal.complete(claim, Outcome.of_output(CommandOutput(exit_code=0)))
+            journal._pruned = 0.0  # as if a minute had passed since the last pruning
+        assert [entry.key for entry in await journal.entries()] == [key]
+
+
+async def test_unusable_files_are_refused(tmp_path: Path) -> None:
+    """A missing file (create=False), a file that is no database, a newer format: JournalError."""
+    with pytest.raises(JournalError, match="no journal at"):
+        await SqliteJournal(tmp_path / "missing.sqlite3", create=False).get(IdempotencyKey.new())
+    garbage = tmp_path / "garbage.sqlite3"
+    garbage.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(JournalError, match=r"garbage\.sqlite3"):
+        await SqliteJournal(garbage).get(IdempotencyKey.new())
+    newer = tmp_path / "newer.sqlite3"
+    with sqlite3.connect(newer) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    with pytest.raises(JournalError, match="format 99"):
+        await SqliteJournal(newer).get(IdempotencyKey.new())
+
+
+def test_bad_settings_are_refused(tmp_path: Path) -> None:
+    """Retention and sync settings are checked when the journal is made."""
+    with pytest.raises(ValueError, match="max_age"):
+        SqliteJournal(tmp_path / "j", max_age=0)
+    with pytest.raises(ValueError, match="max_entries"):
+        SqliteJournal(tmp_path / "j", max_entries=0)
+    with pytest.raises(ValueError, match="synchronous"):
+        SqliteJournal(tmp_path / "j", synchronous="off")  # type: ignore[arg-type]
+
+
+def test_default_path_follows_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default file is $EXECUTOR_JOURNAL, else under $XDG_STATE_HOME."""
+    monkeypatch.delenv("EXECUTOR_JOURNAL", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert SqliteJournal().path == tmp_path / "executor" / "journal.sqlite3"
+    monkeypatch.setenv("EXECUTOR_JOURNAL", str(tmp_path / "mine.db"))
+    assert SqliteJournal().path == tmp_path / "mine.db"
+
+
+# --- the command line -----------------------------------------------------------------
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run `python -m executor journal ARGS`."""
+    return subprocess.run(
+        [sys.executable, "-m", "executor", "journal", *args],
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        check=False,
+    )
+
+
+def test_cli_lists_shows_and_prunes(path: Path) -> None:
+    """`journal list`, `show KEY` and `prune` read and trim the file the library wrote."""
+    ok, failed, cut = (IdempotencyKey.new() for _ in range(3))
+    anyio.run(fill, path, ok, failed, cut)
+    check_cli(path, ok, failed, cut)
+
+
+async def fill(path: Path, ok: IdempotencyKey, failed: IdempotencyKey, cut: IdempotencyKey) -> None:
+    """A final, a failure and an interrupted run, for the command line to show."""
+    async with SqliteJournal(path) as journal:
+        claim = await journal.claim(ok, kind="command", name="git push", fingerprint="f")
+        output = CommandOutput(chunks=(Stdout(b"pushed\n"), Stderr(b"warn\n")), exit_code=0)
+        await journal.complete(claim, Outcome.of_output(output))
+        claim = await journal.claim(failed, kind="command", name="make", fingerprint="f")
+        await journal.complete(claim, Outcome.of_error(NonZeroExit("exit 2", output)))
+        claim = await journal.claim(cut, kind="command", name="deploy", fingerprint="f")
+        await journal.abandon(claim, ran=True)
+
+
+def check_cli(path: Path, ok: IdempotencyKey, failed: IdempotencyKey, cut: IdempotencyKey) -> None:
+    """What the command line says about the journal `fill` wrote."""
+    listed = cli("--path", str(path), "list")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == [str(cut), str(failed), str(ok)]
+    assert "interrupted" in lines[0]
+    assert "NonZeroExit (exit 0)" in lines[1]
+    assert lines[2].endswith("git push")
+
+    as_json = cli("--path", str(path), "list", "--json", "--state", "final")
+    rows = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [(row["key"], row["outcome"]) for row in rows] == [
+        (str(failed), "NonZeroExit"),
+        (str(ok), "ok"),
+    ]
+
+    shown = cli("--path", str(path), "show", str(ok))
+    assert shown.returncode == 0, shown.stderr
+    assert "state: final" in shown.stdout
+    assert "--- stdout\npushed\n--- stderr\nwarn\n" in shown.stdout
+    details = cli("--path", str(path), "show", str(ok), "--json")
+    assert json.loads(details.stdout)["stdout"] == "pushed\n"
+
+    missing = cli("--path", str(path), "show", str(IdempotencyKey.new()))
+    assert missing.returncode == 2
+    assert "no run under key" in missing.stderr
+    bad = cli("--path", str(path), "show", "nonsense")
+    assert bad.returncode == 2
+    assert "must be a UUID" in bad.stderr
+    absent = cli("--path", str(path) + ".nope", "list")
+    assert absent.returncode == 2
+    assert "no journal at" in absent.stderr
+    wrong = cli("--path", str(path), "prune", "--max-age", "soon")
+    assert wrong.returncode == 2
+    assert "expected a duration" in wrong.stderr
+
+    pruned = cli("--path", str(path), "prune", "--max-entries", "1")
+    assert pruned.returncode == 0, pruned.stderr
+    assert pruned.stdout.strip() == "deleted 1 entries"
+    time.sleep(0.01)
+    aged = cli("--path", str(path), "prune", "--max-age", "0.001")
+    assert aged.stdout.strip() == "deleted 2 entries"
+    left = cli("--path", str(path), "list")
+    assert left.stdout == ""

@@ -27,6 +27,7 @@ import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import cast
 
 import anyio
 import attrs
@@ -34,6 +35,7 @@ import pytest
 from test_sandbox import ROOT, processes_with, sandbox_for
 
 from executor import Command, CommandError, CommandOutput, ExecutorError, LocalExecutor, Sandbox
+from executor._sandbox import Backend
 
 pytestmark = pytest.mark.anyio
 
@@ -328,9 +330,9 @@ CORPUS = [
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
+def backend(request: pytest.FixtureRequest) -> Backend:
     """Each sandbox backend."""
-    return str(request.param)
+    return cast(Backend, request.param)
 
 
 CASES = [
@@ -458,7 +460,7 @@ async def test_timeout_kills_the_whole_sandbox(backend: str, host: Host) -> None
 # --- resource exhaustion: each proves its limit inside the sandbox first ------------
 
 
-async def test_fork_bomb_is_contained(backend: str, host: Host) -> None:
+async def test_fork_bomb_is_contained(backend: Backend, host: Host) -> None:
     """A fork bomb hits the process limit; root, which that limit does not bind, is refused it."""
     limit = 48
     if ROOT:

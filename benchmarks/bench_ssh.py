@@ -19,8 +19,8 @@ channels per connection here; OpenSSH's default is 10): ours against bare
 asyncssh, wall time for the batch.
 
 sshd runs each command through the user's login shell; with bash that
-sources `~/.bashrc` (85 ms for root on the machine this was written on),
-which would swamp every figure here: the test user's shell is `/bin/sh`.
+sources `~/.bashrc` (85 ms to 0.8 s for root on the machine this was written
+on), which would swamp every figure here: the test user's shell is `/bin/sh`.
 
 Target: ours exec median <= 0.5x the ControlMaster CLI's.
 """

@@ -19,6 +19,7 @@ from executor._args import (
 )
 from executor._base import LoadedFile, Sink, ToolExecutor
 from executor._commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile
+from executor._docker import DockerExecutor
 from executor._errors import (
     CommandError,
     ExecutorError,
@@ -134,6 +135,7 @@ __all__ = [
     "ContextWindow",
     "DangerousCommands",
     "DefaultContext",
+    "DockerExecutor",
     "Envelope",
     "EventSequencer",
     "Exec",

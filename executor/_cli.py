@@ -20,6 +20,7 @@ import anyio.abc
 
 from executor._commands import Command
 from executor._errors import CommandError, InvalidArgument, NonZeroExit, TimedOut
+from executor._docker_cli import add_docker_parser, run_docker_command
 from executor._journal import add_journal_parser, run_journal_command
 from executor._local import LocalExecutor
 from executor._output import Chunk, Stdout
@@ -87,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
         help="keep only this extension, 'py' or '.py' (repeatable)",
     )
     add_journal_parser(commands)
+    add_docker_parser(commands)
     return parser
 
 
@@ -118,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return anyio.run(functools.partial(_run, args, command))
     if args.command == "journal":
         return run_journal_command(args)
+    if args.command == "docker":
+        return run_docker_command(args)
     return anyio.run(functools.partial(_files, args))
 
 

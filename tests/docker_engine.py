@@ -1,0 +1,94 @@
+"""The Docker engine the DockerExecutor tests use: found, or the tests skip (fail under CI).
+
+The engine is the one `DOCKER_HOST` names (the local socket by default). The
+images are built by `.ci/services/docker.sh` without any registry:
+`executor-test/busybox` (busybox applets only) and `executor-test/python`
+(busybox plus Python 3). `EXECUTOR_DOCKER_IMAGE` and
+`EXECUTOR_DOCKER_BUSYBOX` name others. With `EXECUTOR_REQUIRE_DOCKER=1` a
+missing engine or image fails the tests instead of skipping them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+
+import anyio
+import pytest
+
+from executor._docker import LABEL_MANAGED, LABEL_OWNER, owner_label
+from executor._docker_api import EngineClient, EngineError
+
+PYTHON_IMAGE = os.environ.get("EXECUTOR_DOCKER_IMAGE", "executor-test/python")
+BUSYBOX_IMAGE = os.environ.get("EXECUTOR_DOCKER_BUSYBOX", "executor-test/busybox")
+REQUIRED = os.environ.get("EXECUTOR_REQUIRE_DOCKER") == "1"
+
+
+async def _probe() -> str | None:
+    api = EngineClient()
+    try:
+        await api.request("GET", "/_ping")
+        for image in (PYTHON_IMAGE, BUSYBOX_IMAGE):
+            _, body = await api.request("GET", f"/images/{image}/json", ok=(200, 404))
+            if b'"Id"' not in body:
+                return f"image {image} is missing (.ci/services/docker.sh builds it)"
+    except EngineError as error:
+        return f"no Docker engine: {error}"
+    finally:
+        await api.aclose()
+    return None
+
+
+@functools.cache
+def engine_problem() -> str | None:
+    """Why the Docker tests cannot run here, or `None` when they can."""
+    return anyio.run(_probe)
+
+
+def require_engine() -> None:
+    """Skip the calling test without an engine and images; fail instead under CI."""
+    problem = engine_problem()
+    if problem is None:
+        return
+    if REQUIRED:
+        pytest.fail(f"EXECUTOR_REQUIRE_DOCKER=1 but {problem}")
+    pytest.skip(problem)
+
+
+def docker(*args: str, check: bool = True) -> str:
+    """Run the docker CLI (a test's independent witness) and return its stdout."""
+    completed = subprocess.run(
+        ["docker", *args], capture_output=True, text=True, check=False, timeout=60
+    )
+    if check and completed.returncode:
+        raise AssertionError(f"docker {' '.join(args)} failed: {completed.stderr}")
+    return completed.stdout
+
+
+def our_containers(owner: str | None = None) -> list[str]:
+    """Ids of containers labelled as ours, made by `owner` (this process by default)."""
+    owner = owner_label() if owner is None else owner
+    found = docker(
+        "ps",
+        "-aq",
+        "--no-trunc",
+        "--filter",
+        f"label={LABEL_MANAGED}",
+        "--filter",
+        f"label={LABEL_OWNER}={owner}",
+    )
+    return found.split()
+
+
+def container_processes(container_id: str) -> list[str]:
+    """The command lines `docker top` shows for a container."""
+    listing = docker("top", container_id, "-eo", "pid,args")
+    return [line.strip() for line in listing.splitlines()[1:] if line.strip()]
+
+
+def inspect(container_id: str) -> dict[str, object]:
+    """`docker inspect` of one container."""
+    data: list[dict[str, object]] = json.loads(docker("inspect", container_id))
+    return data[0]

@@ -186,7 +186,11 @@ def _pair(path: str, content: str) -> tuple[str, str]:
 
 
 async def stream_text_files(
-    root: str | int, display_root: str, *, extensions: frozenset[str] | None
+    root: str | int,
+    display_root: str,
+    *,
+    extensions: frozenset[str] | None,
+    base: tuple[int, str] | None = None,
 ) -> AsyncIterator[LoadedFile]:
     """Yield the text files below `root` as `LoadedFile`s, read in a worker thread.
 
@@ -204,6 +208,13 @@ async def stream_text_files(
             `os.path.join(display_root, relative)`, or `display_root` itself
             when `root` is a file.
         extensions: From `normalise_extensions`; `None` keeps every file.
+        base: With a descriptor `root`: the folder it lies beneath, as an
+            open descriptor and its (trusted) path. The ignore files of that
+            folder, of the folders above it, and of the folders between it
+            and `root` (reached by name beneath the descriptor, through no
+            symlink) then count as well, as they would for a path. The
+            caller keeps and closes the descriptor, open until the first
+            file is yielded.
 
     Yields:
         One `LoadedFile` per text file, in the order of `iter_text_files`.
@@ -217,7 +228,7 @@ async def stream_text_files(
     """
     # The class itself makes each file, with its fields positional: no extra
     # call per file, and attrs' keyword call would cost twice as much.
-    files = _walk(root, extensions, display_root or ".", display_root, LoadedFile)
+    files = _walk(root, extensions, display_root or ".", display_root, LoadedFile, base)
     limit = _BATCH_FILES_FIRST
 
     def next_batch() -> list[LoadedFile]:
@@ -248,6 +259,7 @@ def _walk(
     shown_root: str,
     display: str | None,
     make: Callable[[str, str], _T],
+    base: tuple[int, str] | None = None,
 ) -> Generator[_T, None, None]:
     # `display` None: paths relative to root (`iter_text_files`); otherwise
     # paths start with it, as `os.path.join(display, relative)` would.
@@ -265,8 +277,13 @@ def _walk(
             root_fd = os.open(".", _DIR_FLAGS, dir_fd=root)
         except OSError as exc:
             raise type(exc)(exc.errno, exc.strerror, shown_root) from exc
+        try:
+            rules = None if base is None else _rules_of_target(*base, root_fd)
+        except BaseException:
+            os.close(root_fd)
+            raise
         # Warnings name what the caller knows: the displayed path, else the relative one.
-        yield from _walk_tree(None, root_fd, extensions, out, out, shown_root, make)
+        yield from _walk_tree(None, root_fd, extensions, out, out, shown_root, make, rules)
         return
     try:
         mode = os.stat(root).st_mode
@@ -769,6 +786,57 @@ def _rules_above(root: str) -> _Rules:
     return _Rules(tuple(ignores), tuple(gitignores), tuple(excludes), in_git, False)
 
 
+def _rules_of_target(base_fd: int, base: str, target_fd: int) -> _Rules | None:
+    """The rules of the folder open as `target_fd`, beneath the folder `base_fd` at `base`.
+
+    Those of `base` and the folders above it (read by path: `base` is
+    trusted), then of each folder down to the target, each opened by name
+    beneath the last with no symlink followed. None when the target cannot be
+    reached that way (a symlink on the way, or the tree changed meanwhile):
+    the walk then applies the ignore files inside the target alone.
+    """
+    try:
+        inside = os.path.relpath(os.readlink(f"/proc/self/fd/{target_fd}"), os.path.realpath(base))
+    except OSError:
+        return None
+    if inside == "..":
+        return None
+    names = [] if inside == "." else inside.split("/")
+    if names and names[0] == "..":
+        return None
+    above = _rules_above(base)
+    try:
+        fd = os.open(".", _DIR_FLAGS, dir_fd=base_fd)
+    except OSError:
+        return None
+    try:
+        folder = base
+        rules = _Rules.local(
+            folder,
+            fd,
+            _list(fd)[1],
+            above.ignores,
+            above.gitignores,
+            above.excludes,
+            above.in_git,
+            True,
+        )
+        for name in names:
+            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+            folder = os.path.join(folder, name)
+            rules = rules.enter(name, folder, fd, _list(fd)[1])
+        reached, target = os.fstat(fd), os.fstat(target_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if (reached.st_dev, reached.st_ino) != (target.st_dev, target.st_ino):
+        return None
+    return rules
+
+
 def _list(dir_fd: int) -> tuple[list[os.DirEntry[str]], set[str]]:
     """The entries of the folder open as `dir_fd` but `.git`, by name, and its hidden names."""
     with os.scandir(dir_fd) as scan:
@@ -798,12 +866,14 @@ def _walk_tree(
     warn: str,
     shown_root: str,
     make: Callable[[str, str], _T],
+    root_rules: _Rules | None = None,
 ) -> Iterator[_T]:
     """Yield `make(out + relative path, text)` for the text files below the folder `root`.
 
     Takes over `root_fd`, the open root folder, and closes it. `root` is its
     path, or None when it was given as a descriptor: then no path is ever
-    used, and only ignore files inside the tree count (see `_Rules`).
+    used, and only ignore files inside the tree count (see `_Rules`), unless
+    `root_rules` gives the rules of the root folder, its own files included.
 
     This is the hot loop: syscalls only to open and list folders and to open,
     read and close files (scandir's d_type says what an entry is), and ignore
@@ -821,7 +891,9 @@ def _walk_tree(
             entries, hidden = _list(root_fd)
         except OSError as exc:
             raise type(exc)(exc.errno, exc.strerror, shown_root) from exc
-        if root is None:
+        if root_rules is not None:
+            rules = root_rules
+        elif root is None:
             rules = _Rules.local(named_root, root_fd, hidden, (), (), (), False, True)
         else:
             above = _rules_above(root)

@@ -260,8 +260,9 @@ class LocalExecutor(ToolExecutor):
         root = self._root_fd()
         try:
             target, mode = await anyio.to_thread.run_sync(_open_listing_root, root, relative, raw)
-        finally:
+        except BaseException:
             os.close(root)
+            raise
         try:
             walked: str | int
             if stat.S_ISDIR(mode):
@@ -279,10 +280,14 @@ class LocalExecutor(ToolExecutor):
                 walked, wanted = f"/proc/self/fd/{target}", None
             else:
                 return  # A FIFO, socket or device is no file to list, as unconfined.
-            async for loaded in stream_text_files(walked, display, extensions=wanted):
+            # The ignore files of the workdir, above it, and between it and
+            # the folder count too, read beneath the workdir's descriptor.
+            base = (root, self.workdir) if isinstance(walked, int) else None
+            async for loaded in stream_text_files(walked, display, extensions=wanted, base=base):
                 yield loaded
         finally:
             os.close(target)
+            os.close(root)
 
     async def aclose(self) -> None:
         """Kill every process this executor started that still runs, then refuse new commands."""

@@ -615,12 +615,6 @@ async def test_listing_a_missing_root_names_it(confined: LocalExecutor) -> None:
             await _drain(confined, path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a confined listing walks from a descriptor, and the walker then applies only "
-    "ignore files inside the listed folder (and .gitignore only below a .git inside it): "
-    "the workdir's own .gitignore does not hide files when a subfolder is listed",
-)
 async def test_listing_a_subfolder_applies_ignore_files_above_it(tmp_path: Path) -> None:
     """Listing `src` of a repository hides what the repository's .gitignore ignores."""
     work = tmp_path / "work"
@@ -893,3 +887,40 @@ async def test_generated_paths_stay_beneath_or_are_refused(resolver: str, templa
                 assert holders, f"the write to {path!r} landed nowhere inside"
         assert tree.snapshot() == before
         assert not tree.temporaries()
+
+
+async def test_confined_listing_applies_the_same_ignore_files_as_unconfined(
+    tmp_path: Path,
+) -> None:
+    """Ignore files of the workdir, above it and between it and the folder hide the same files."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".gitignore").write_text("*.log\n")
+    work = repo / "work"
+    (work / "a" / "b").mkdir(parents=True)
+    (work / ".ignore").write_text("skip/\n")
+    (work / "a" / ".gitignore").write_text("*.tmp\n")
+    for name in ("keep.py", "x.log", "y.tmp", "skip/z.py"):
+        target = work / "a" / "b" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("text\n")
+    for folder in (".", "a", "a/b"):
+        async with LocalExecutor(work) as unconfined:
+            expected = [f.path async for f in unconfined.stream_files(folder)]
+        async with LocalExecutor(work, confine=True) as executor:
+            assert [f.path async for f in executor.stream_files(folder)] == expected
+        assert [p.rsplit("/", 1)[-1] for p in expected] == ["keep.py"]
+
+
+async def test_listing_through_a_symlink_inside_keeps_the_folders_own_rules(
+    tmp_path: Path,
+) -> None:
+    """A folder reached through a symlink inside the workdir is listed with its own rules."""
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    (work / "src" / ".ignore").write_text("*.tmp\n")
+    (work / "src" / "a.py").write_text("a\n")
+    (work / "src" / "b.tmp").write_text("b\n")
+    (work / "alias").symlink_to("src")
+    async with LocalExecutor(work, confine=True) as executor:
+        assert [f.path async for f in executor.stream_files("alias")] == ["alias/a.py"]

@@ -32,7 +32,7 @@ from typing import cast
 import anyio
 import attrs
 import pytest
-from test_sandbox import ROOT, processes_with, sandbox_for
+from test_sandbox import NPROC, ROOT, processes_with, sandbox_for
 
 from executor import Command, CommandError, CommandOutput, ExecutorError, LocalExecutor, Sandbox
 from executor._sandbox import Backend
@@ -469,7 +469,7 @@ async def test_fork_bomb_is_contained(backend: Backend, host: Host) -> None:
             LocalExecutor(host.work, sandbox=Sandbox(backend=backend, processes=limit))
         return
     async with executor_for(host, backend, processes=limit) as ex:
-        proven = await attempt(ex, "ulimit -u")
+        proven = await attempt(ex, NPROC)
         if proven.stdout.strip() != str(limit).encode():
             pytest.fail(f"the process limit is not in force ({proven.text()!r}): bomb not run")
         bomb = f"b() {{ b | b & }}; b; sleep 1; echo {host.token}-survived"

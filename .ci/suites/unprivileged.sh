@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The sandbox tests again, as an unprivileged user: run by .ci/run after pytest.
+#
+# Root and other users get different guarantees (bwrap needs an unprivileged
+# user namespace; RLIMIT_NPROC binds only non-root users, so the fork bomb
+# runs only here). The checkout may sit under a folder only root can enter
+# (/root), so the tree and its virtual environment are copied to a fresh
+# folder the user owns, outside the home folder, and removed afterwards.
+# Idempotent: the user is made once and reused; the checkout is not touched.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+user=executor-ci
+if [ "$(id -u)" != 0 ]; then
+    echo "unprivileged suite: needs root to create $user; skipped" >&2
+    exit 0
+fi
+if ! id "$user" >/dev/null 2>&1; then
+    useradd --create-home --shell /bin/sh "$user"
+fi
+
+scratch=$(mktemp -d /var/tmp/executor-unprivileged.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+# The tree without its caches; the venv too, whose interpreter must be
+# reachable by the user (a pyenv build under /root would not be).
+tar --exclude=.git --exclude=.mypy_cache --exclude=.ruff_cache --exclude=.pytest_cache \
+    --exclude=__pycache__ --exclude=.hypothesis -cf - . | tar -C "$scratch" -xf -
+chown -R "$user:" "$scratch"
+
+# The venv's own interpreter may be out of the user's reach (a pyenv build under
+# /root): a venv of the system's Python 3.11 for the user, seeing the packages
+# the CI venv installed (same minor version, so the same compiled ABI).
+venv=$scratch/.venv-unprivileged
+runuser -u "$user" -- /usr/bin/python3.11 -m venv --without-pip "$venv"
+packages=$(echo "$scratch"/.venv/lib/python3.11/site-packages)
+echo "$packages" >"$venv/lib/python3.11/site-packages/executor-ci.pth"
+python=$venv/bin/python
+runuser -u "$user" -- "$python" -c 'import anyio, pytest, trio, psutil'
+
+cd "$scratch"
+# setpriv would do as well; runuser gives the user's own groups and a login-less shell.
+runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$(getent passwd "$user" | cut -d: -f6)" \
+    EXECUTOR_REQUIRE_SANDBOX=1 PYTHONDONTWRITEBYTECODE=1 \
+    "$python" -m pytest -q -p no:cacheprovider tests/test_sandbox.py tests/test_sandbox_escape.py \
+    -k "asyncio or not anyio"

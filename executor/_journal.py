@@ -43,6 +43,7 @@ import struct
 import sys
 import threading
 import time
+import typing
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -540,6 +541,8 @@ _COLUMNS = (
     "duration, truncated, value"
 )
 
+_SQLITE_BUSY = 5
+
 # Pruning on write runs at most this often, so a busy journal pays for it rarely.
 _PRUNE_EVERY = 60.0
 
@@ -586,7 +589,15 @@ class SqliteJournal:
     the machine) leaves the file consistent: SQLite commits atomically, and
     every change here is one transaction. Claims take the write lock first
     (`BEGIN IMMEDIATE`), so of two processes racing on one key exactly one
-    runs it. Calls run SQLite in a worker thread, off the event loop.
+    runs it.
+
+    With `synchronous="normal"`, a claim, a final or a lookup runs on the
+    event loop itself when it cannot wait: it does not wait for another
+    process's lock (it passes to a worker thread then) and it writes no
+    fsync, so it takes tens of microseconds, less than a trip to a thread
+    and back (see `benchmarks/bench_journal.py`). Everything that can wait
+    (an fsync with `"full"`, a lock held elsewhere, pruning, listing) runs in
+    a worker thread, off the event loop.
 
     Args:
         path: The database file; its folder is created. `default_journal_path()` if omitted.
@@ -627,6 +638,9 @@ class SqliteJournal:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
+        self._fast_lock = threading.Lock()
+        self._fast: sqlite3.Connection | None = None
+        self._fast_pid = -1
         self._pruned = 0.0
 
     def __repr__(self) -> str:
@@ -696,15 +710,70 @@ class SqliteJournal:
                     conn.execute("ROLLBACK")
                 raise
 
-    async def _run(self, function: Callable[[sqlite3.Connection], T]) -> T:
+    def _fast_connection(self) -> sqlite3.Connection | None:
+        """A second connection that never waits for a lock, once the file is set up."""
+        if self._fast is not None and self._fast_pid == os.getpid():
+            return self._fast
+        self._fast = None
+        if self._conn is None or self._pid != os.getpid():
+            return None  # the first call opens (and may create) the file in a thread
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=0, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA busy_timeout = 0")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.Error:
+            return None
+        self._fast = conn
+        self._fast_pid = os.getpid()
+        return conn
+
+    def _try_inline(self, function: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
+        """Run `function` now if that cannot block; `(False, None)` when it would have to wait."""
+        if not self._fast_lock.acquire(blocking=False):
+            return False, None
+        try:
+            conn = self._fast_connection()
+            if conn is None:
+                return False, None
+            try:
+                return True, function(conn)
+            except sqlite3.OperationalError as error:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if getattr(error, "sqlite_errorcode", 0) & 0xFF == _SQLITE_BUSY:
+                    # Another process holds the write lock: wait for it in a thread.
+                    return False, None
+                raise JournalError(f"the journal at {self.path} failed: {error}") from error
+            except sqlite3.Error as error:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise JournalError(f"the journal at {self.path} failed: {error}") from error
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        finally:
+            self._fast_lock.release()
+
+    async def _run(self, function: Callable[[sqlite3.Connection], T], *, inline: bool = False) -> T:
+        if inline and self.synchronous == "normal":
+            done, result = self._try_inline(function)
+            if done:
+                return typing.cast(T, result)
         return await anyio.to_thread.run_sync(self._call, function)
 
     def close(self) -> None:
-        """Close the database connection (a later call opens it again)."""
+        """Close the database connections (a later call opens them again)."""
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
+        with self._fast_lock:
+            if self._fast is not None and self._fast_pid == os.getpid():
+                self._fast.close()
+            self._fast = None
 
     async def aclose(self) -> None:
         """Close the database connection."""
@@ -803,7 +872,8 @@ class SqliteJournal:
         """
         key = IdempotencyKey.parse(key)
         return await self._run(
-            lambda conn: self._claim(conn, key, kind, name, fingerprint, rerun_interrupted)
+            lambda conn: self._claim(conn, key, kind, name, fingerprint, rerun_interrupted),
+            inline=True,
         )
 
     def _claim(
@@ -872,7 +942,7 @@ class SqliteJournal:
         """
         token = _token(claim)
         try:
-            await self._run(lambda conn: self._complete(conn, claim, token, outcome))
+            await self._run(lambda conn: self._complete(conn, claim, token, outcome), inline=True)
         finally:
             _PROCESS.active.discard(token)
         if self.max_age is not None or self.max_entries is not None:
@@ -921,7 +991,7 @@ class SqliteJournal:
         """
         token = _token(claim)
         try:
-            await self._run(lambda conn: self._abandon(conn, claim, token, ran))
+            await self._run(lambda conn: self._abandon(conn, claim, token, ran), inline=True)
         finally:
             _PROCESS.active.discard(token)
 
@@ -947,7 +1017,7 @@ class SqliteJournal:
             InvalidArgument: `key` is not a UUID v7.
         """
         text = str(IdempotencyKey.parse(key))
-        return await self._run(lambda conn: self._get(conn, text))
+        return await self._run(lambda conn: self._get(conn, text), inline=True)
 
     def _get(self, conn: sqlite3.Connection, key: str) -> JournalEntry | None:
         row = self._select(conn, key)

@@ -343,6 +343,33 @@ async def test_claims_racing_on_one_key_let_exactly_one_run(path: Path) -> None:
         journal.close()
 
 
+async def test_a_claim_waits_for_a_lock_held_elsewhere(path: Path) -> None:
+    """While another connection holds the write lock, a claim waits for it (off the loop)."""
+    async with SqliteJournal(path) as journal:
+        await journal.get(IdempotencyKey.new())  # opens and sets up the file
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+        claimed: list[str] = []
+        ticks = 0
+
+        async def claim() -> None:
+            result = await journal.claim(
+                IdempotencyKey.new(), kind="command", name="x", fingerprint="f"
+            )
+            claimed.append(result.status)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(claim)
+            for _ in range(20):
+                await anyio.sleep(0.01)
+                ticks += 1  # the event loop runs on while the claim waits
+            assert claimed == []
+            other.execute("COMMIT")
+        other.close()
+        assert claimed == ["run"]
+        assert ticks == 20
+
+
 async def test_prune_by_age_and_by_count(path: Path) -> None:
     """Old finals and interrupted runs expire; the count keeps the newest finals; running stays."""
     async with SqliteJournal(path, max_age=None) as journal:

@@ -67,6 +67,14 @@ EXPECTED: dict[str, list[str]] = {
         '{"file": "src/app.py"} -> error: count_lines was not run: invalid argument \'file\': '
         "unknown argument; count_lines takes: path",
     ],
+    "idempotent.py": [
+        "first run: 'main -> main', replayed=False",
+        "retry: same output True, replayed=True",
+        "the push ran 1 time(s)",
+        "RunInterrupted: 'echo started >> deploy.log; sleep 5' started and never finished",
+        "journal: interrupted: echo started >> deploy.log; sleep 5",
+        "journal: final: echo pushed >> remote.log; echo 'main -> main'",
+    ],
     "argument_validation.py": [
         "count_lines('src/app.py') = 3",
         "rejected: invalid argument '../../etc/passwd': a path must not contain '..'",

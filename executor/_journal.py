@@ -542,6 +542,14 @@ _COLUMNS = (
 )
 
 _SQLITE_BUSY = 5
+# Stored output up to this size is written and read on the event loop (a copy
+# of a few hundred microseconds at most); more goes through a worker thread.
+_INLINE_BYTES = 256 * 1024
+
+
+class _WouldBlock(Exception):
+    """Raised inside an inline call that would take long; the call is made in a thread instead."""
+
 
 # Pruning on write runs at most this often, so a busy journal pays for it rarely.
 _PRUNE_EVERY = 60.0
@@ -739,6 +747,10 @@ class SqliteJournal:
                 return False, None
             try:
                 return True, function(conn)
+            except _WouldBlock:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                return False, None
             except sqlite3.OperationalError as error:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -846,8 +858,18 @@ class SqliteJournal:
             outcome=outcome,
         )
 
-    @staticmethod
-    def _select(conn: sqlite3.Connection, key: str) -> tuple[Any, ...] | None:
+    def _select(self, conn: sqlite3.Connection, key: str) -> tuple[Any, ...] | None:
+        if conn is self._fast:
+            # On the event loop, a large stored output is not read: a thread does that.
+            size = conn.execute(
+                "SELECT coalesce(length(chunks), 0) + coalesce(length(value), 0) "
+                "FROM runs WHERE key = ?",
+                (key,),
+            ).fetchone()
+            if size is None:
+                return None
+            if size[0] > _INLINE_BYTES:
+                raise _WouldBlock
         row: tuple[Any, ...] | None = conn.execute(
             f"SELECT {_COLUMNS} FROM runs WHERE key = ?", (key,)
         ).fetchone()
@@ -942,7 +964,12 @@ class SqliteJournal:
         """
         token = _token(claim)
         try:
-            await self._run(lambda conn: self._complete(conn, claim, token, outcome), inline=True)
+            size = len(outcome.output) if outcome.output is not None else 0
+            size += len(outcome.value or "") + len(outcome.message or "")
+            await self._run(
+                lambda conn: self._complete(conn, claim, token, outcome),
+                inline=size <= _INLINE_BYTES,
+            )
         finally:
             _PROCESS.active.discard(token)
         if self.max_age is not None or self.max_entries is not None:

@@ -131,6 +131,20 @@ async def test_failures_are_answered_with_the_same_error(
     assert marks(ex) == 2
 
 
+async def test_a_large_output_is_kept_whole(idem: Idempotent, journal: SqliteJournal) -> None:
+    """Output larger than what the event loop handles inline is recorded and answered exactly."""
+    big = Command.shell("head -c 700000 /dev/urandom; echo; head -c 300000 /dev/urandom >&2")
+    key = IdempotencyKey.new()
+    output = await idem.keyed(key).exec_cmd(big)
+    assert len(output) == 1_000_001
+    repeat = await idem.keyed(key).exec_cmd(big)
+    assert repeat == output
+    entry = await journal.get(key)
+    assert entry is not None
+    assert entry.outcome is not None
+    assert entry.outcome.output == output
+
+
 async def test_file_commands_are_journaled_too(idem: Idempotent, ex: LocalExecutor) -> None:
     """A write runs once; a failed read is answered with its recorded error."""
     key = IdempotencyKey.new()

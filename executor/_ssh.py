@@ -31,8 +31,8 @@ import shlex
 import signal
 import stat
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 import attrs
@@ -54,10 +54,18 @@ if TYPE_CHECKING:
 
 __all__ = ["SshExecutor"]
 
+_T = TypeVar("_T")
+
 _INSTALL_HINT: Final = "SshExecutor needs asyncssh: pip install 'executor[ssh]'"
 # Channels of the connection that commands never take: the SFTP subsystem and
 # the channel that kills trees (OpenSSH counts both against MaxSessions).
 _RESERVED_CHANNELS: Final = 2
+# A channel refused at the server's MaxSessions is asked for again this many
+# times, after 10 ms, 20 ms, ... (2.1 s in all).
+_CHANNEL_RETRIES: Final = 20
+_CHANNEL_RETRY_DELAY: Final = 0.01
+# How long a closed channel waits for the server's close before its slot is freed.
+_CLOSE_WAIT: Final = 1.0
 # read_file reads this much per request.
 _FILE_BLOCK: Final = 1 << 18
 # How often the kill script looks for survivors during the grace period.
@@ -380,13 +388,15 @@ class SshExecutor(ToolExecutor):
         user = f"{self.user}@" if self.user else ""
         return f"{user}{self.host}:{self.port}"
 
-    async def _connect(self, *, fresh: bool = False) -> asyncssh.SSHClientConnection:
-        """The connection, opened now if there is none or it dropped (or `fresh`)."""
+    async def _connect(
+        self, *, failed: asyncssh.SSHClientConnection | None = None
+    ) -> asyncssh.SSHClientConnection:
+        """The connection, opened now if there is none, it dropped, or it is `failed`."""
         connection = self._connection
         witness = self._witness
         if (
-            not fresh
-            and connection is not None
+            connection is not None
+            and connection is not failed
             and witness is not None
             and not witness.lost
             and not connection.is_closed()
@@ -491,38 +501,80 @@ class SshExecutor(ToolExecutor):
         from executor._ssh_remote import CommandChannel, asyncssh
 
         terminal: dict[str, Any] = {"term_type": "xterm", "term_size": (80, 24)} if pty else {}
-        for attempt in (1, 2):
-            connection = await self._connect(fresh=attempt == 2)
+        failed = None
+        refusals = 0
+        attempt = 0
+        while True:
+            attempt += 1
+            connection = await self._connect(failed=failed)
             try:
                 channel, session = await connection.create_session(
                     CommandChannel, line, encoding=None, env={}, **terminal
                 )
             except asyncssh.ChannelOpenError as error:
                 if attempt == 1 and connection.is_closed():
+                    failed = connection
+                    continue
+                if (
+                    error.code == asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED
+                    and refusals < _CHANNEL_RETRIES
+                ):
+                    # At its MaxSessions: sshd may still count a channel that
+                    # just closed, until the command's process is reaped.
+                    refusals += 1
+                    await anyio.sleep(_CHANNEL_RETRY_DELAY * refusals)
                     continue
                 raise ExecutorError(
-                    f"{self._where()} refused a channel for the command: {error.reason}"
+                    f"{self._where()} refused a channel for the command: {error.reason} "
+                    f"(does its MaxSessions allow max_sessions={self.max_sessions}?)"
                 ) from error
             except (asyncssh.Error, OSError) as error:
                 # The command never started: running it on a new connection is safe.
                 if attempt == 1:
+                    failed = connection
                     continue
                 raise ExecutorError(f"the connection to {self._where()} failed: {error}") from error
             assert isinstance(session, CommandChannel)
             return channel, session
-        raise AssertionError("unreachable")
 
-    async def _sftp_client(self) -> asyncssh.SFTPClient:
+    async def _sftp_client(self, failed: asyncssh.SFTPClient | None = None) -> asyncssh.SFTPClient:
+        """The SFTP client of the connection (started at first use), replacing `failed`."""
         from executor._ssh_remote import asyncssh
 
-        connection = await self._connect()
+        connection = self._connection
+        if failed is not None and failed is self._sftp:
+            # Its connection went with it: the next one is opened afresh.
+            connection = await self._connect(failed=connection)
+        else:
+            connection = await self._connect()
         if self._sftp is not None and self._connection is connection:
             return self._sftp
         try:
-            self._sftp = await connection.start_sftp_client()
+            sftp = await connection.start_sftp_client()
         except (asyncssh.Error, OSError) as error:
             raise ExecutorError(f"cannot start SFTP on {self._where()}: {error}") from error
-        return self._sftp
+        if self._connection is connection:
+            self._sftp = sftp
+        return sftp
+
+    async def _with_sftp(self, operation: Callable[[asyncssh.SFTPClient], Awaitable[_T]]) -> _T:
+        """Run `operation` with the SFTP client; once more on a new connection if it was lost.
+
+        `operation` must be safe to run again when it failed that way (reads
+        that delivered nothing yet; writes, whose temporary file is new each time).
+        """
+        from executor._ssh_remote import LOST
+
+        sftp = await self._sftp_client()
+        try:
+            return await operation(sftp)
+        except LOST:
+            pass
+        sftp = await self._sftp_client(failed=sftp)
+        try:
+            return await operation(sftp)
+        except LOST as error:
+            raise self._lost(error) from error
 
     # --- commands ------------------------------------------------------------
 
@@ -693,22 +745,26 @@ class SshExecutor(ToolExecutor):
     # --- files ---------------------------------------------------------------
 
     async def _read_file(self, cmd: ReadFile, sink: Sink | None) -> CommandOutput:
-        from executor._ssh_remote import asyncssh
+        from executor._ssh_remote import LOST, asyncssh
 
         started = anyio.current_time()
         timeout = self._timeout(cmd)
         buffer = OutputBuffer(self.output_limit)
         path = self._join(cmd, cmd.path)
-        sftp = await self._sftp_client()
-        deadline = None
-        try:
-            # Checked before the open: opening a FIFO would stall the server's
-            # SFTP process, and with it every file operation of the connection.
+
+        async def check(sftp: asyncssh.SFTPClient) -> asyncssh.SFTPClient:
+            # Before the open: opening a FIFO would stall the server's SFTP
+            # process, and with it every file operation of the connection.
             attributes = await sftp.stat(path)
             if attributes.permissions is not None and not stat.S_ISREG(attributes.permissions):
                 if stat.S_ISDIR(attributes.permissions):
                     raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
                 raise OSError(errno.EINVAL, "not a regular file")
+            return sftp
+
+        deadline = None
+        try:
+            sftp = await self._with_sftp(check)
             with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
                 async with sftp.open(path, "rb") as file:
                     while block := await file.read(_FILE_BLOCK):
@@ -717,6 +773,8 @@ class SshExecutor(ToolExecutor):
                         buffer.append(chunk)
                         if sink is not None:
                             await call_sink(sink, chunk)
+        except LOST as error:
+            raise self._lost(error, buffer.output(exit_code=None, duration=0.0)) from error
         except asyncssh.SFTPError as error:
             raise await _file_failure(_sftp_os_error(error), cmd.path, started, sink) from error
         except OSError as error:
@@ -732,17 +790,23 @@ class SshExecutor(ToolExecutor):
 
         started = anyio.current_time()
         path = self._join(cmd, cmd.path)
-        sftp = await self._sftp_client()
+
+        async def write(sftp: asyncssh.SFTPClient) -> None:
+            await _write_atomically(sftp, path, cmd.content)
+
         try:
             # Not abandoned on timeout or cancellation: a write reported as
             # failed must not land later.
             with anyio.CancelScope(shield=True):
-                await _write_atomically(sftp, path, cmd.content)
+                await self._with_sftp(write)
         except asyncssh.SFTPError as error:
             raise await _file_failure(_sftp_os_error(error), cmd.path, started, sink) from error
         except OSError as error:
             raise await _file_failure(error, cmd.path, started, sink) from error
         return CommandOutput(duration=anyio.current_time() - started)
+
+    def _lost(self, error: BaseException, output: CommandOutput | None = None) -> ExecutorError:
+        return ExecutorError(f"the connection to {self._where()} was lost: {error}", output)
 
 
 class _ChannelRun:
@@ -798,11 +862,16 @@ class _ChannelRun:
             raise
         finally:
             channel.close()
+            # The slot is free once the server has closed its end too.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_WAIT):
+                await channel.wait_closed()
         output = self._output()
         if timed_out:
             assert timeout is not None
             raise TimedOut(timeout, output)
         if not session.ended:
+            # What still runs over there is found by its tag from a new connection.
+            await run_to_completion(self._kill)
             raise ExecutorError(
                 f"the connection to {self._executor._where()} was lost while the command ran",
                 output,

@@ -15,7 +15,16 @@ import asyncssh
 
 from executor._output import Chunk, Stderr, Stdout
 
-__all__ = ["CommandChannel", "HostKeyWitness", "asyncssh"]
+__all__ = ["LOST", "CommandChannel", "HostKeyWitness", "asyncssh"]
+
+LOST: Final = (
+    asyncssh.SFTPConnectionLost,
+    asyncssh.SFTPNoConnection,
+    asyncssh.DisconnectError,
+    asyncssh.ChannelOpenError,
+    ConnectionError,
+)
+"""What a lost connection raises from an SFTP or channel request."""
 
 # A reader that falls this far behind pauses the channel; SSH's flow control
 # then stops the remote command once the window is spent.

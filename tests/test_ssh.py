@@ -234,8 +234,31 @@ async def test_dropped_connection_is_reopened(ex: SshExecutor) -> None:
     assert int(second) != first
     assert (await ex.exec_cmd(Command.write_file("f", "x"))).exit_code is None
     os.kill(int(second), signal.SIGKILL)
-    await anyio.sleep(0.2)  # Let the connection notice it is gone.
+    # File commands too, at once and after the connection noticed.
     assert (await ex.exec_cmd(Command.read_file("f"))).stdout == b"x"
+    third = int((await ex.exec_cmd(Command.shell("echo $PPID"))).stdout)
+    os.kill(third, signal.SIGKILL)
+    await anyio.sleep(0.2)
+    assert (await ex.exec_cmd(Command.write_file("f", "y"))).exit_code is None
+    assert (await ex.exec_cmd(Command.read_file("f"))).stdout == b"y"
+
+
+async def test_connection_lost_during_a_command(ex: SshExecutor) -> None:
+    """A command whose connection drops fails with ExecutorError, and its remote tree is killed."""
+    script = "echo $PPID; sleep 300 & echo $! > bg.pid; sleep 300"
+    seen: list[bytes] = []
+
+    def sink(chunk: Chunk) -> None:
+        if not seen:
+            # The parent of the login shell is sshd's process for the connection.
+            os.kill(int(chunk.data.split()[0]), signal.SIGKILL)
+        seen.append(chunk.data)
+
+    with anyio.fail_after(20), pytest.raises(ExecutorError, match="lost") as caught:
+        await ex.exec_cmd_streaming(Command.shell(script), sink)
+    assert caught.value.output.stdout == seen[0]
+    pids = await read_pids(ex, "bg.pid")
+    await wait_gone(ex, pids)
 
 
 async def test_commands_share_one_connection(ex: SshExecutor) -> None:

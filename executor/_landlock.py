@@ -16,9 +16,13 @@ What one rule set grants (see `LandlockRules`):
 - every filesystem right on the writable paths; writing elsewhere fails with
   `EACCES` (device files that programs write as a matter of course,
   `/dev/null`, `/dev/tty` and the like, stay writable);
-- with ABI 4 and no network, no TCP `bind` or `connect` at all;
+- with ABI 4 and no network, no TCP `bind` or `connect` at all; run by
+  root, also a network namespace of its own (no interface up), so UDP and
+  abstract unix sockets reach nothing either;
 - with ABI 6, no signals to processes outside the domain and no connecting to
-  abstract unix sockets made outside it.
+  abstract unix sockets made outside it;
+- run by root, no capability: uid 0 gains none by `exec` (securebits), so
+  `mount`, `sethostname` and the like fail as for any user.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ _RULE_PATH_BENEATH: Final = 1
 _RULE_NET_PORT: Final = 2
 _PR_SET_NO_NEW_PRIVS: Final = 38
 _PR_CAPBSET_DROP: Final = 24
+_CLONE_NEWNET: Final = 0x40000000
 _PR_SET_SECUREBITS: Final = 28
 _PR_CAP_AMBIENT: Final = 47
 _PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
@@ -239,6 +244,11 @@ def _restrict(rules: LandlockRules, abi: int) -> None:
         # thread too, so the rest of the process keeps its set-uid programs.
         _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
         if os.geteuid() == 0:
+            if not rules.network:
+                # Root may give the thread a network namespace of its own (a
+                # thread's, as its domain is): nothing at all gets out, UDP
+                # included, which Landlock's TCP rules leave open.
+                _check(_libc.unshare(_CLONE_NEWNET), "unshare(CLONE_NEWNET)")
             _drop_capabilities()
         _check(_syscall(_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
     finally:

@@ -32,7 +32,7 @@ from typing import cast
 import anyio
 import attrs
 import pytest
-from test_sandbox import NPROC, ROOT, processes_with, sandbox_for
+from test_sandbox import NPROC, ROOT, gone, processes_with, sandbox_for
 
 from executor import Command, CommandError, CommandOutput, ExecutorError, LocalExecutor, Sandbox
 from executor._sandbox import Backend
@@ -208,7 +208,10 @@ _METADATA_GAP = (
     "Landlock (ABI <= 7) does not govern metadata: chmod, chown and utime on a file "
     "the user owns outside the writable paths still work"
 )
-_UDP_GAP = "Landlock's network rules (ABI 4-7) cover TCP only; UDP still reaches the host"
+_UDP_GAP = (
+    "Landlock's network rules (ABI 4-7) cover TCP only: run by a user (who cannot "
+    "make a network namespace in a threaded process), UDP still reaches the host"
+)
 _DAEMON_GAP = (
     "Landlock has no PID namespace: a daemon that drops the tag and calls setsid "
     "outlives its command, as under the bare backend"
@@ -357,8 +360,8 @@ async def test_escape_is_contained(escape: Escape, sandbox_backend: str, host: H
         text = output.text()
         assert "ESCAPED" not in text
         assert host.secret not in text
-        # A detached process must be gone when its command returns, not only at aclose.
-        assert processes_with(host.token) == []
+        # A detached process must die with its command, not only at aclose.
+        assert await gone(host.token)
     host.assert_intact()
 
 
@@ -388,9 +391,8 @@ async def test_connect_to_host_loopback_tcp(backend: str, host: Host) -> None:
 
 
 async def test_send_udp_to_host_loopback(backend: str, host: Host) -> None:
-    """A UDP datagram to the host's 127.0.0.1 never arrives."""
-    if backend == "landlock":
-        pytest.xfail(_UDP_GAP)
+    """A UDP datagram to the host's 127.0.0.1 never arrives (Landlock as a user: a known gap)."""
+    gap = backend == "landlock" and not ROOT
     receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         receiver.bind(("127.0.0.1", 0))
@@ -405,10 +407,17 @@ async def test_send_udp_to_host_loopback(backend: str, host: Host) -> None:
                 ),
             )
         await anyio.sleep(0.1)
-        with pytest.raises(BlockingIOError):
-            receiver.recv(64)
+        try:
+            arrived = receiver.recv(64)
+        except BlockingIOError:
+            arrived = b""
     finally:
         receiver.close()
+    if gap:
+        # Documented as open: fail if it closed, so the docs get updated.
+        assert arrived == b"ESCAPED", "UDP no longer gets out under Landlock: update the docs"
+        pytest.xfail(_UDP_GAP)
+    assert arrived == b""
     host.assert_intact()
 
 
@@ -441,7 +450,7 @@ async def test_background_job_dies(backend: str, host: Host) -> None:
     async with executor_for(host, backend) as ex:
         await attempt(ex, f"nohup sh -c 'sleep 600' {host.token} >/dev/null 2>&1 & sleep 0.1")
         if backend == "bubblewrap":
-            assert processes_with(host.token) == []
+            assert await gone(host.token)
     host.assert_intact()
 
 
@@ -453,7 +462,7 @@ async def test_timeout_kills_the_whole_sandbox(backend: str, host: Host) -> None
     async with executor_for(host, backend) as ex:
         output = await attempt(ex, script, timeout=0.5)
         assert output.exit_code != 0
-        assert processes_with(host.token) == []
+        assert await gone(host.token)
     host.assert_intact()
 
 

@@ -510,9 +510,9 @@ class LocalExecutor(ToolExecutor):
         """
         assert self.sandbox is not None
         argv = list(argv)
-        # The folder's real path: under `confine`, cwd is a magic link that
-        # means nothing inside a new mount namespace.
-        real = os.path.realpath(cwd)
+        # Under `confine`, cwd is a magic link that means nothing inside a new
+        # mount namespace: its real path instead (the sandbox binds both).
+        real = os.path.realpath(cwd) if cwd.startswith("/proc/self/fd/") else cwd
         if os.path.isdir(real):  # otherwise the spawn fails on the folder, as unsandboxed
             find_program(argv[0], env, real)
         support = Sandbox.probe()
@@ -526,6 +526,7 @@ class LocalExecutor(ToolExecutor):
                 pty=pty,
             )
             return wrapped, None
+        self.sandbox.check_paths(self.workdir, read_only=read_only)
         rules = self.sandbox.landlock_rules(self.workdir, read_only=read_only)
         launcher = self._launchers.get(rules)
         if launcher is None:

@@ -201,7 +201,7 @@ class Sandbox:
             workdir). `None` means the workdir; `()` means nothing.
         readable: Paths that stay readable inside hidden places (the home
             folder, and `/tmp` under bubblewrap): an interpreter installed
-            under the home folder, say.
+            under the home folder, say. Relative ones join onto the workdir.
         home: Keep the home folder visible (read-only unless writable).
         network: Give commands the host's network. Without it, bubblewrap
             gives them a network namespace of their own, whose loopback
@@ -327,6 +327,22 @@ class Sandbox:
         """The absolute paths kept readable, the workdir first."""
         return (workdir, *(os.path.join(workdir, path) for path in self.readable))
 
+    def check_paths(self, workdir: str, *, read_only: bool) -> None:
+        """Refuse to start when a path named readable or writable is missing.
+
+        Raises:
+            ExecutorError: One is missing (the workdir's own absence is the
+                spawn's to report, as without a sandbox).
+
+        """
+        for kind, paths in (
+            ("readable", self.readable_paths(workdir)[1:]),
+            ("writable", self.writable_paths(workdir, read_only=read_only)),
+        ):
+            for path in paths:
+                if not os.path.exists(path):
+                    raise ExecutorError(f"the sandbox's {kind} path {path} does not exist")
+
     def rlimit_argv(self, support: SandboxSupport) -> list[str]:
         """`prlimit --as=N ... --` for the rlimits asked for, or nothing."""
         options = [
@@ -372,14 +388,11 @@ class Sandbox:
         for folder in self.hidden():
             args += ["--tmpfs", folder]
         # Bound after the tmpfs mounts, so what lies in /tmp or the home shows through.
-        for path in self.readable_paths(workdir):
+        self.check_paths(workdir, read_only=read_only)
+        for path in _spellings(self.readable_paths(workdir)):
             if os.path.exists(path):
                 args += ["--ro-bind", path, path]
-            elif path != workdir:
-                raise ExecutorError(f"the sandbox's readable path {path} does not exist")
-        for path in self.writable_paths(workdir, read_only=read_only):
-            if not os.path.exists(path):
-                raise ExecutorError(f"the sandbox's writable path {path} does not exist")
+        for path in _spellings(self.writable_paths(workdir, read_only=read_only)):
             args += ["--bind", path, path]
         args += _NAMESPACES
         if not self.network:
@@ -401,6 +414,21 @@ class Sandbox:
             hidden=self.hidden(),
             network=self.network,
         )
+
+
+def _spellings(paths: Iterable[str]) -> list[str]:
+    """Each path, and its real path after it where symlinks make that another.
+
+    A command may reach a folder by either (a confined command starts in the
+    real one), so both must be bound; bound by one alone, the other would
+    show the read-only root.
+    """
+    found: list[str] = []
+    for path in paths:
+        for spelling in (path, os.path.realpath(path)):
+            if spelling not in found:
+                found.append(spelling)
+    return found
 
 
 def _homes() -> tuple[str, ...]:

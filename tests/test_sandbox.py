@@ -319,11 +319,24 @@ async def test_confined_and_sandboxed(tmp_path: Path, backend: str) -> None:
     assert not (tmp_path / "out").exists()
 
 
-async def test_missing_writable_path_is_an_executor_error(tmp_path: Path) -> None:
-    """A writable path that does not exist is the executor's error, not the command's."""
-    async with sandboxed(tmp_path, "bubblewrap", writable=("missing",)) as ex:
-        with pytest.raises(ExecutorError, match="missing"):
-            await ex.exec_cmd(Command.shell("true"))
+async def test_missing_paths_are_an_executor_error(tmp_path: Path, backend: str) -> None:
+    """A missing writable or readable path is the executor's error, not the command's."""
+    for option in ("writable", "readable"):
+        options: dict[str, Any] = {option: ("missing",)}
+        async with sandboxed(tmp_path, backend, **options) as ex:
+            with pytest.raises(ExecutorError, match=f"{option} path .*missing"):
+                await ex.exec_cmd(Command.shell("true"))
+
+
+async def test_workdir_through_a_symlink(tmp_path: Path, backend: str) -> None:
+    """A workdir named through a symlink is writable by that name and by its real one."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    async with sandboxed(tmp_path / "link", backend) as ex:
+        await ex.exec_cmd(Command.shell(f"echo a > a; echo b > {tmp_path}/real/b"))
+    async with sandboxed(tmp_path / "link", backend, confine=True) as ex:
+        await ex.exec_cmd(Command.shell("echo c > c; pwd"))
+    assert sorted(os.listdir(tmp_path / "real")) == ["a", "b", "c"]
 
 
 async def test_home_is_hidden_unless_asked(

@@ -9,12 +9,15 @@ starts (`exec_cmd`, streaming, sessions and PTYs, which share one spawn path):
   namespace, so the command's pid 1 takes every process of the sandbox with
   it when it ends (a daemon that double-forks and drops every tag dies too);
   a network namespace of its own (only a private loopback) unless the network
-  is asked for; IPC and UTS namespaces; `--die-with-parent` and a new session.
+  is asked for; user (with no capability, even for root), IPC and UTS
+  namespaces; `--die-with-parent`, and a new session unless on a PTY (whose
+  command needs it as its controlling terminal).
 - **Landlock** (Linux 5.13+, no program needed; see `executor._landlock`):
   the same filesystem rules through the Landlock system calls; with ABI 4 no
-  TCP `bind` or `connect` unless the network is asked for; with ABI 6 no
-  signal to a process outside the sandbox. It has no private `/tmp` (set
-  `writable` to give one), no PID namespace, and its network rule covers TCP
+  TCP `bind` or `connect` unless the network is asked for (run by root, a
+  network namespace of its own as well); with ABI 6 no signal to a process
+  outside the sandbox. It has no private `/tmp` (set `writable` to give
+  one), no PID namespace, and, run by a user, its network rule covers TCP
   only.
 
 Resource limits are rlimits set (through util-linux's `prlimit`) before the
@@ -88,7 +91,9 @@ def read_only_commands() -> Iterator[None]:
 
     `ReadOnly` wraps its calls in it. A context variable carries the request
     through any wrapper in between (scopes, policies, observers), and into
-    the tasks and threads they start.
+    the tasks and threads they start. An executor whose `enforces_read_only`
+    is true promises to honour it: `ReadOnly` runs shell and argv commands
+    on such an executor only.
     """
     token = _read_only.set(True)
     try:
@@ -289,8 +294,8 @@ class Sandbox:
             lacks.append("resource limits need prlimit (util-linux)")
         if self.processes is not None and support.root:
             lacks.append(
-                "processes= (RLIMIT_NPROC) does not bind root: run as another user, "
-                "or ask for pids= with a delegated cgroup v2"
+                "processes= (RLIMIT_NPROC) does not bind root, so a fork bomb would "
+                "not stop: run the executor as another user"
             )
         for name, controller in _CGROUP_LIMITS.items():
             if getattr(self, name) is None:

@@ -33,11 +33,13 @@ from executor._docker_api import Connection, EngineClient, EngineError, _message
 from executor._errors import CommandError, ExecutorError, NonZeroExit, TimedOut
 from executor._files import normalise_extensions, stream_text_files
 from executor._output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
+from executor._session import ProcessSession
 
 __all__ = [
     "LABEL_MANAGED",
     "LABEL_OWNER",
     "DockerExecutor",
+    "DockerSession",
     "collect_garbage",
     "owner_label",
 ]
@@ -466,41 +468,68 @@ class DockerExecutor(ToolExecutor):
             self._base_env = {name: value for name, _, value in pairs}
         return self._base_env
 
-    async def _process(
-        self, cmd: Command, argv: tuple[str, ...], stdin: bytes | None, sink: Sink | None
-    ) -> CommandOutput:
+    async def _prepare(
+        self, cmd: Command, argv: tuple[str, ...], *, stdin: bool, tty: bool
+    ) -> tuple[EngineClient, str, _Prepared]:
+        """The exec for `argv` under the wrapper: its config, tree mark and marker nonce."""
         api, container_id = await self._ensure()
-        started = anyio.current_time()
-        timeout = self._timeout(cmd)
         mark = f"{self._id}/{next(self._serial)}."
         env, argv = await self._environment(api, container_id, cmd, argv, mark)
         nonce = uuid.uuid4().hex
         config: dict[str, Any] = {
-            "AttachStdin": stdin is not None,
+            "AttachStdin": stdin,
             "AttachStdout": True,
             "AttachStderr": True,
-            "Tty": False,
+            "Tty": tty,
             "Env": env,
             "Cmd": ["/bin/sh", "-c", _WRAPPER, "sh", nonce, self.resolve(cmd), *argv],
         }
         if self.user is not None:
             config["User"] = self.user
-        run = _ExecRun(
-            nonce.encode(),
-            OutputBuffer(self.output_limit),
-            sink,
-            self.drain_timeout,
+        return api, container_id, _Prepared(config, f"{TREE_VARIABLE}={mark}", nonce.encode())
+
+    async def _start_exec(
+        self, api: EngineClient, container_id: str, prepared: _Prepared, run: _ExecRun
+    ) -> Connection:
+        created = await api.request_json(
+            "POST", f"/containers/{container_id}/exec", json_body=prepared.config
         )
+        run.exec_id = str(created["Id"])
+        _, conn = await api.upgrade(
+            "POST",
+            f"/exec/{run.exec_id}/start",
+            json_body={"Detach": False, "Tty": prepared.config["Tty"]},
+        )
+        return conn
+
+    async def _exit_code(self, api: EngineClient, run: _ExecRun) -> int:
+        if run.exit_code is not None:
+            return run.exit_code
+        # No marker: the wrapper itself was killed. The engine knows how it ended.
+        info = await api.request_json("GET", f"/exec/{run.exec_id}/json")
+        return int(info.get("ExitCode") or 0)
+
+    def _checked(self, output: CommandOutput) -> CommandOutput:
+        """Return `output` of a finished exec, or raise what its exit code means."""
+        if output.exit_code:
+            if self._closed:
+                raise ExecutorError("the executor was closed while the command ran", output)
+            raise NonZeroExit(f"command exited with code {output.exit_code}", output)
+        return output
+
+    async def _process(
+        self, cmd: Command, argv: tuple[str, ...], stdin: bytes | None, sink: Sink | None
+    ) -> CommandOutput:
+        started = anyio.current_time()
+        timeout = self._timeout(cmd)
+        api, container_id, prepared = await self._prepare(
+            cmd, argv, stdin=stdin is not None, tty=False
+        )
+        run = _ExecRun(prepared.nonce, OutputBuffer(self.output_limit), sink, self.drain_timeout)
         finished = False
         try:
             with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
-                created = await api.request_json(
-                    "POST", f"/containers/{container_id}/exec", json_body=config
-                )
-                run.exec_id = str(created["Id"])
-                _, conn = await api.upgrade(
-                    "POST", f"/exec/{run.exec_id}/start", json_body={"Detach": False, "Tty": False}
-                )
+                conn = await self._start_exec(api, container_id, prepared, run)
                 try:
                     await run.communicate(conn, stdin)
                 finally:
@@ -511,21 +540,45 @@ class DockerExecutor(ToolExecutor):
                 # Timeout, cancellation or a failing sink: the tree dies first.
                 with anyio.CancelScope(shield=True):
                     with contextlib.suppress(CommandError, OSError):
-                        await self._kill(api, container_id, f"{TREE_VARIABLE}={mark}", run.pid or 0)
+                        await self._kill(api, container_id, prepared.mark, run.pid or 0)
         duration = anyio.current_time() - started
         if deadline.cancelled_caught:
             assert timeout is not None
             raise TimedOut(timeout, run.buffer.output(exit_code=None, duration=duration))
-        exit_code = run.exit_code
-        if exit_code is None:
-            info = await api.request_json("GET", f"/exec/{run.exec_id}/json")
-            exit_code = int(info.get("ExitCode") or 0)
-        output = run.buffer.output(exit_code=exit_code, duration=duration)
-        if exit_code:
-            if self._closed:
-                raise ExecutorError("the executor was closed while the command ran", output)
-            raise NonZeroExit(f"command exited with code {exit_code}", output)
-        return output
+        exit_code = await self._exit_code(api, run)
+        return self._checked(run.buffer.output(exit_code=exit_code, duration=duration))
+
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Return a session for a shell or argv command: `async with await ex.start(cmd)`.
+
+        The exec starts when the session is entered, in the folder and
+        environment `exec_cmd` would use, with the command's timeout (or
+        `default_timeout`), attached through one upgraded connection: stdin
+        goes up it, output comes down it. With `pty=True` the exec gets a
+        terminal (`Tty`), and `Resize` resizes it through the engine.
+        `Signal` goes to the command's process group inside the container;
+        `cancel()` and leaving the block kill its whole tree there.
+
+        Raises:
+            ExecutorError: The executor is closed, the command is a file
+                operation, or a `#!` script (its body is the interpreter's stdin).
+
+        """
+        if self._closed:
+            raise ExecutorError("the executor is closed")
+        match cmd:
+            case Shell():
+                if cmd.shebang() is not None:
+                    raise ExecutorError(
+                        "a #! script is written to its interpreter's stdin, "
+                        "so it cannot run as a session"
+                    )
+                argv: tuple[str, ...] = ("/bin/sh", "-c", cmd.script)
+            case Exec():
+                argv = tuple(cmd.argv)
+            case _:
+                raise ExecutorError(f"DockerExecutor cannot start {type(cmd).__name__} sessions")
+        return DockerSession(self, cmd, argv, pty=pty)
 
     async def _plain_exec(
         self,
@@ -559,8 +612,17 @@ class DockerExecutor(ToolExecutor):
             raise ExecutorError(f"{argv[0]} in the container failed: {message}")
         return bytes(out)
 
-    async def _kill(self, api: EngineClient, container_id: str, mark: str, group: int) -> None:
-        tenths = str(max(0, math.ceil(self.kill_grace * 10)))
+    async def _kill(
+        self,
+        api: EngineClient,
+        container_id: str,
+        mark: str,
+        group: int,
+        *,
+        grace: float | None = None,
+    ) -> None:
+        grace = self.kill_grace if grace is None else grace
+        tenths = str(max(0, math.ceil(grace * 10)))
         await self._plain_exec(
             api, container_id, ["/bin/sh", "-c", _KILLER, "sh", mark, str(group), tenths]
         )
@@ -778,13 +840,122 @@ def _quote(name: str) -> str:
     return urllib.parse.quote(name, safe="")
 
 
+@attrs.frozen
+class _Prepared:
+    config: dict[str, Any]
+    mark: str
+    nonce: bytes
+
+
+class DockerSession(ProcessSession):
+    """A session of an exec in the container, attached through one upgraded connection."""
+
+    def __init__(
+        self, executor: DockerExecutor, cmd: Command, argv: tuple[str, ...], *, pty: bool
+    ) -> None:
+        super().__init__(pty=pty, initial_stdin=cmd.stdin, finish=executor._checked)
+        self._executor = executor
+        self._cmd = cmd
+        self._argv = argv
+        self._api: EngineClient | None = None
+        self._container_id = ""
+        self._prepared: _Prepared | None = None
+        self._conn: Connection | None = None
+        self._state: _ExecRun | None = None
+
+    async def _begin(self) -> None:
+        executor = self._executor
+        api, container_id, prepared = await executor._prepare(
+            self._cmd, self._argv, stdin=True, tty=self.pty
+        )
+        self._api, self._container_id, self._prepared = api, container_id, prepared
+        run = _ExecRun(
+            prepared.nonce,
+            OutputBuffer(executor.output_limit),
+            self._offer,
+            executor.drain_timeout,
+            tty=self.pty,
+        )
+        self._state = run
+        self._conn = await executor._start_exec(api, container_id, prepared, run)
+
+    async def _run(self) -> CommandOutput:
+        run, conn, api = self._state, self._conn, self._api
+        assert run is not None
+        assert conn is not None
+        assert api is not None
+        started = anyio.current_time()
+        timeout = self._executor._timeout(self._cmd)
+        with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
+            await run.communicate(conn, None)
+        duration = anyio.current_time() - started
+        if deadline.cancelled_caught:
+            assert timeout is not None
+            with anyio.CancelScope(shield=True):
+                await self._terminate()
+            raise TimedOut(timeout, run.buffer.output(exit_code=None, duration=duration))
+        exit_code = await self._executor._exit_code(api, run)
+        return run.buffer.output(exit_code=exit_code, duration=duration)
+
+    async def _write_input(self, data: bytes) -> None:
+        conn = self._conn
+        if conn is None:
+            raise ExecutorError("the session's stdin is closed")
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await conn.send(data)
+
+    async def _close_input(self) -> None:
+        # On a terminal the base typed Ctrl-D; closing the connection's writing
+        # half would make the engine hang up the terminal, output and all.
+        if self._conn is not None and not self.pty:
+            await self._conn.send_eof()
+
+    async def _signal(self, signal: int) -> None:
+        run, api = self._state, self._api
+        if run is None or api is None or not run.pid or run.exit_code is not None:
+            return
+        with contextlib.suppress(CommandError):
+            await self._executor._plain_exec(
+                api, self._container_id, ["kill", f"-{signal}", f"-{run.pid}"]
+            )
+
+    async def _resize(self, cols: int, rows: int) -> None:
+        run, api = self._state, self._api
+        if run is None or api is None or run.exec_id is None:
+            raise ExecutorError("the session's terminal is closed")
+        with contextlib.suppress(EngineError):
+            await api.request("POST", f"/exec/{run.exec_id}/resize", query={"h": rows, "w": cols})
+
+    async def _terminate(self, grace: float | None = None) -> None:
+        run, api, prepared = self._state, self._api, self._prepared
+        if run is None or api is None or prepared is None:
+            return
+        with contextlib.suppress(CommandError, OSError):
+            await self._executor._kill(
+                api, self._container_id, prepared.mark, run.pid or 0, grace=grace
+            )
+
+    async def _release(self) -> None:
+        if self._conn is not None:
+            await self._conn.aclose()
+
+
 class _ExecRun:
     """Reads one exec's multiplexed output: its pid line, its chunks, its exit marker."""
 
     def __init__(
-        self, nonce: bytes, buffer: OutputBuffer, sink: Sink | None, drain_timeout: float
+        self,
+        nonce: bytes,
+        buffer: OutputBuffer,
+        sink: Sink | None,
+        drain_timeout: float,
+        *,
+        tty: bool = False,
     ) -> None:
         self.marker = b"\0" + nonce + b" "
+        # On a terminal the wrapper's lines come with the output, as \r\n.
+        self.tty = tty
+        self._control = 1 if tty else 2
         self.buffer = buffer
         self.sink = sink
         self.drain_timeout = drain_timeout
@@ -813,7 +984,7 @@ class _ExecRun:
             raise failure
 
     async def _read(self, conn: Connection) -> None:
-        frames = _frames(conn)
+        frames = _raw(conn) if self.tty else _frames(conn)
         try:
             async for kind, data in frames:
                 await self._take(kind, data)
@@ -828,22 +999,20 @@ class _ExecRun:
         finally:
             await frames.aclose()
         if self._pending:
-            await self._emit(Stderr(self._pending))
+            await self._emit(self._chunk(self._pending))
             self._pending = b""
 
     async def _take(self, kind: int, data: bytes) -> None:
-        if kind == 1:
-            await self._emit(Stdout(data))
-            return
-        if kind != 2:
-            await self._emit(Stderr(data))
+        if kind != self._control:
+            await self._emit(Stdout(data) if kind == 1 else Stderr(data))
             return
         if self.pid is None:
             self._head += data
             line, newline, rest = self._head.partition(b"\n")
             if not newline:
                 return
-            self.pid = int(line) if line.strip().isdigit() else 0
+            line = line.strip()
+            self.pid = int(line) if line.isdigit() else 0
             self._head = b""
             data = rest
             if not data:
@@ -861,9 +1030,10 @@ class _ExecRun:
                 data[found + len(self.marker) : end],
                 data[end + 1 :],
             )
-            await self._emit(Stderr(before))
+            await self._emit(self._chunk(before))
+            code = code.strip()
             self.exit_code = int(code) if code.isdigit() else 1
-            await self._emit(Stderr(after))
+            await self._emit(self._chunk(after))
             return
         # Hold back a tail that could be the start of the marker.
         keep = 0
@@ -874,7 +1044,10 @@ class _ExecRun:
         if keep:
             self._pending = data[-keep:]
             data = data[:-keep]
-        await self._emit(Stderr(data))
+        await self._emit(self._chunk(data))
+
+    def _chunk(self, data: bytes) -> Chunk:
+        return Stdout(data) if self.tty else Stderr(data)
 
     async def _emit(self, chunk: Chunk) -> None:
         if not chunk.data:
@@ -890,6 +1063,12 @@ async def _write_stdin(conn: Connection, data: bytes) -> None:
         for start in range(0, len(data), _STDIN_BLOCK):
             await conn.send(bytes(view[start : start + _STDIN_BLOCK]))
     await conn.send_eof()
+
+
+async def _raw(conn: Connection) -> AsyncGenerator[tuple[int, bytes], None]:
+    """A terminal exec's output: one stream, no frames."""
+    while data := await conn.receive():
+        yield 1, data
 
 
 async def _frames(conn: Connection) -> AsyncGenerator[tuple[int, bytes], None]:

@@ -392,6 +392,8 @@ class SshExecutor(ToolExecutor):
         self, *, failed: asyncssh.SSHClientConnection | None = None
     ) -> asyncssh.SSHClientConnection:
         """The connection, opened now if there is none, it dropped, or it is `failed`."""
+        if self._closed:
+            raise ExecutorError("the executor is closed")
         connection = self._connection
         witness = self._witness
         if (
@@ -550,7 +552,8 @@ class SshExecutor(ToolExecutor):
         if self._sftp is not None and self._connection is connection:
             return self._sftp
         try:
-            sftp = await connection.start_sftp_client()
+            # Names as bytes: a file name that is not UTF-8 is still a name.
+            sftp = await connection.start_sftp_client(path_encoding=None)
         except (asyncssh.Error, OSError) as error:
             raise ExecutorError(f"cannot start SFTP on {self._where()}: {error}") from error
         if self._connection is connection:
@@ -705,7 +708,10 @@ class SshExecutor(ToolExecutor):
             return self._checked(await run.run(self._timeout(cmd), stdin=stdin))
 
     def _checked(self, output: CommandOutput) -> CommandOutput:
+        """Return `output` of a finished command, or raise what its exit means."""
         if output.exit_code:
+            if self._closed and output.signal is not None:
+                raise ExecutorError("the executor was closed while the command ran", output)
             raise NonZeroExit(_failure_message(output), output)
         return output
 
@@ -755,7 +761,7 @@ class SshExecutor(ToolExecutor):
         async def check(sftp: asyncssh.SFTPClient) -> asyncssh.SFTPClient:
             # Before the open: opening a FIFO would stall the server's SFTP
             # process, and with it every file operation of the connection.
-            attributes = await sftp.stat(path)
+            attributes = await sftp.stat(os.fsencode(path))
             if attributes.permissions is not None and not stat.S_ISREG(attributes.permissions):
                 if stat.S_ISDIR(attributes.permissions):
                     raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
@@ -766,7 +772,7 @@ class SshExecutor(ToolExecutor):
         try:
             sftp = await self._with_sftp(check)
             with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
-                async with sftp.open(path, "rb") as file:
+                async with sftp.open(os.fsencode(path), "rb") as file:
                     while block := await file.read(_FILE_BLOCK):
                         assert isinstance(block, bytes)  # "rb": asyncssh decodes nothing
                         chunk = Stdout(block)
@@ -792,7 +798,7 @@ class SshExecutor(ToolExecutor):
         path = self._join(cmd, cmd.path)
 
         async def write(sftp: asyncssh.SFTPClient) -> None:
-            await _write_atomically(sftp, path, cmd.content)
+            await _write_atomically(sftp, os.fsencode(path), cmd.content)
 
         try:
             # Not abandoned on timeout or cancellation: a write reported as
@@ -870,6 +876,9 @@ class _ChannelRun:
             assert timeout is not None
             raise TimedOut(timeout, output)
         if not session.ended:
+            if self._executor._closed:
+                # aclose() killed what the executor started, this tree with it.
+                raise ExecutorError("the executor was closed while the command ran", output)
             # What still runs over there is found by its tag from a new connection.
             await run_to_completion(self._kill)
             raise ExecutorError(
@@ -909,7 +918,7 @@ class _ChannelRun:
         return self._buffer.output(exit_code=session.exit_status, duration=duration)
 
 
-async def _write_atomically(sftp: Any, path: str, content: bytes) -> None:
+async def _write_atomically(sftp: Any, path: bytes, content: bytes) -> None:
     """Replace `path` with `content` over SFTP: a temporary file, then an atomic rename.
 
     Parents are created. An existing file keeps its permission bits; a new
@@ -919,7 +928,7 @@ async def _write_atomically(sftp: Any, path: str, content: bytes) -> None:
     from executor._ssh_remote import asyncssh
 
     directory, name = posixpath.split(path)
-    if not name or name in (".", ".."):
+    if not name or name in (b".", b".."):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     mode: int | None = None
     try:
@@ -933,7 +942,9 @@ async def _write_atomically(sftp: Any, path: str, content: bytes) -> None:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
         if stat.S_ISREG(permissions):
             mode = stat.S_IMODE(permissions)
-    temporary = posixpath.join(directory, f".{name[:32]}.{uuid.uuid4().hex[:12]}.tmp")
+    temporary = posixpath.join(
+        directory, b".%s.%s.tmp" % (name[:32], uuid.uuid4().hex[:12].encode())
+    )
     try:
         flags = asyncssh.FXF_WRITE | asyncssh.FXF_CREAT | asyncssh.FXF_EXCL
         async with sftp.open(temporary, flags, encoding=None) as file:
@@ -949,7 +960,7 @@ async def _write_atomically(sftp: Any, path: str, content: bytes) -> None:
         raise
 
 
-async def _make_folders(sftp: Any, directory: str) -> None:
+async def _make_folders(sftp: Any, directory: bytes) -> None:
     from executor._ssh_remote import asyncssh
 
     try:

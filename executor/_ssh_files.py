@@ -57,7 +57,7 @@ async def sftp_text_files(
     """
     shown = display or "."
     try:
-        attributes = await sftp.stat(root)
+        attributes = await sftp.stat(os.fsencode(root))
     except asyncssh.SFTPNoSuchFile as error:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), shown) from error
     except asyncssh.SFTPError as error:
@@ -72,7 +72,7 @@ async def sftp_text_files(
         return
     if not stat.S_ISDIR(mode):
         return  # A FIFO, socket or device is no file to list.
-    real = await sftp.realpath(root)
+    real = os.fsdecode(await sftp.realpath(os.fsencode(root)))
     above = await _rules_above(sftp, real)
     try:
         entries, hidden = await _list(sftp, real)
@@ -97,7 +97,7 @@ async def _walk(
     chain = rules.chain
     kept: list[tuple[str, bool]] = []
     for entry in entries:
-        name = str(entry.filename)
+        name = _name(entry)
         mode = entry.attrs.permissions or 0
         is_dir = stat.S_ISDIR(mode)
         if not is_dir and not stat.S_ISREG(mode):
@@ -137,14 +137,14 @@ async def _walk(
 
 async def _list(sftp: asyncssh.SFTPClient, folder: str) -> tuple[list[asyncssh.SFTPName], set[str]]:
     """A folder's entries but `.`, `..` and `.git`, sorted by name, and its hidden names."""
-    names = await sftp.readdir(folder)
+    names = await sftp.readdir(os.fsencode(folder))
     entries = sorted(
-        (entry for entry in names if str(entry.filename) not in (".", "..")),
-        key=lambda entry: str(entry.filename),
+        (entry for entry in names if _name(entry) not in (".", "..")),
+        key=lambda entry: _name(entry),
     )
-    hidden = {str(entry.filename) for entry in entries if str(entry.filename).startswith(".")}
+    hidden = {_name(entry) for entry in entries if _name(entry).startswith(".")}
     # Never listed, even where ripgrep would: git's internals are no one's text files.
-    return [entry for entry in entries if str(entry.filename) != ".git"], hidden
+    return [entry for entry in entries if _name(entry) != ".git"], hidden
 
 
 async def _read_limited(
@@ -157,7 +157,7 @@ async def _read_limited(
 async def _read_text(sftp: asyncssh.SFTPClient, path: str, shown: str) -> str | None:
     """The file's text, or None when it is binary or cannot be read (a warning says so)."""
     try:
-        async with sftp.open(path, "rb") as file:
+        async with sftp.open(os.fsencode(path), "rb") as file:
             data = await file.read()
     except asyncssh.SFTPError as error:
         _warn_unreadable(shown, OSError(_errno(error), error.reason))
@@ -165,6 +165,13 @@ async def _read_text(sftp: asyncssh.SFTPClient, path: str, shown: str) -> str | 
     if not isinstance(data, bytes) or b"\0" in data:
         return None
     return data.decode("utf-8", "replace")
+
+
+def _name(entry: asyncssh.SFTPName) -> str:
+    # The client runs without a path encoding: names come as bytes, and are
+    # decoded as the local walker's are (undecodable bytes kept as surrogates).
+    name = entry.filename
+    return os.fsdecode(name) if isinstance(name, bytes) else str(name)
 
 
 def _errno(error: asyncssh.SFTPError) -> int:
@@ -177,7 +184,7 @@ async def _load_ignore_file(sftp: asyncssh.SFTPClient, path: str) -> _Compiled |
     The lines are read as `executor._files._load_ignore_file` reads them.
     """
     try:
-        async with sftp.open(path, "rb") as file:
+        async with sftp.open(os.fsencode(path), "rb") as file:
             data = await file.read()
     except (asyncssh.SFTPNoSuchFile, asyncssh.SFTPNoSuchPath):
         return None
@@ -206,7 +213,7 @@ async def _load_ignore_file(sftp: asyncssh.SFTPClient, path: str) -> _Compiled |
 
 async def _exists(sftp: asyncssh.SFTPClient, path: str) -> bool:
     try:
-        await sftp.lstat(path)
+        await sftp.lstat(os.fsencode(path))
     except asyncssh.SFTPError:
         return False
     return True

@@ -582,3 +582,38 @@ async def test_session_missing_program(ex: SshExecutor) -> None:
                 await session.finalize()
     assert caught.value.output.exit_code == 127
     assert b"definitely-not-a-program-xyz" in caught.value.output.stderr
+
+
+async def test_aclose_during_a_command(ssh_server: SshServer) -> None:
+    """aclose() while a command runs ends it with ExecutorError and kills its remote tree."""
+    workdir = ssh_server.workdir()
+    ex = connect(ssh_server, workdir)
+    failure: list[BaseException] = []
+
+    async def run() -> None:
+        try:
+            await ex.exec_cmd(Command.shell("sleep 300 & echo $! > bg.pid; sleep 300"))
+        except ExecutorError as error:
+            failure.append(error)
+
+    async with connect(ssh_server, workdir) as checker:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(run)
+                pids = await read_pids(checker, "bg.pid")
+                await ex.aclose()
+        assert len(failure) == 1
+        assert "closed" in str(failure[0])
+        await wait_gone(checker, pids)
+        with pytest.raises(ExecutorError, match="closed"):
+            await ex.exec_cmd(Command.shell("true"))
+
+
+async def test_non_utf8_file_names(ex: SshExecutor) -> None:
+    """A file name that is not UTF-8 does not end a listing; its text file is still listed."""
+    await ex.exec_cmd(Command.shell(r"printf x > \"$(printf 'bad\377.txt')\"; echo ok > good.txt"))
+    async with LocalExecutor(ex.workdir) as local:
+        here = sorted([f.path async for f in local.stream_files(".")])
+    there = sorted([f.path async for f in ex.stream_files(".")])
+    assert there == here
+    assert "good.txt" in there

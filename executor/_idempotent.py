@@ -90,7 +90,8 @@ class Idempotent(WrappedExecutor):
     `ExecutorError`) is recorded when it ends. Any later start under the key,
     in this process or another one after a crash, returns that output or
     raises that error again without running anything. While another live
-    process or task runs the key, a start waits for its outcome.
+    process or task runs the key, a start waits for its outcome (as long as
+    that takes: put the call under `anyio.fail_after` to bound the wait).
 
     A run that started but has no outcome (its process was killed, or it was
     cancelled) is interrupted: `on_interrupted="fail"` raises

@@ -191,10 +191,22 @@ class IdempotencyKey:
         return cls(value)
 
     @property
+    def unix_ms(self) -> int:
+        """Its 48-bit timestamp: milliseconds since 1970 (UTC)."""
+        return self.uuid.int >> 80
+
+    @property
     def created(self) -> datetime.datetime:
-        """When the key was made (its 48-bit millisecond timestamp), in UTC."""
-        ms = self.uuid.int >> 80
-        return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+        """When the key was made (its timestamp), in UTC.
+
+        Raises:
+            ValueError: The timestamp lies after the year 9999, which a
+                48-bit millisecond count can reach but `datetime` cannot.
+        """
+        try:
+            return datetime.datetime.fromtimestamp(self.unix_ms / 1000, tz=datetime.UTC)
+        except (ValueError, OverflowError):
+            raise ValueError(f"the key {self} has a timestamp after the year 9999") from None
 
     def __str__(self) -> str:
         return str(self.uuid)

@@ -33,6 +33,11 @@ from executor import (
     LocalExecutor,
     Outcome,
     SqliteJournal,
+    StreamingTool,
+    StreamingToolHandle,
+    StreamingToolSession,
+    TaskHandle,
+    ToolChannel,
 )
 
 
@@ -57,8 +62,49 @@ class AnnouncingJournal(SqliteJournal):
         say("completed")
 
 
+class Deploy(StreamingTool[str, str, dict[str, int]]):
+    """An idempotent tool that appends to the marker file in `input` and streams two lines."""
+
+    name = "deploy"
+    idempotent = True
+
+    async def start(self, input: str) -> StreamingToolHandle[str, dict[str, int]]:
+        """Start deploying."""
+
+        async def run(channel: ToolChannel[str]) -> dict[str, int]:
+            async with await anyio.open_file(input, "a") as marker:
+                await marker.write("x\n")
+            await channel.send("step 1")
+            await channel.send("step 2")
+            return {"steps": 2, "pid": os.getpid()}
+
+        return TaskHandle(run)
+
+
+async def run_tool(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run the Deploy tool under the spec's key and describe how it was answered."""
+    journal = AnnouncingJournal(spec["journal"])
+    marker = str(Path(spec["workdir"]) / "marker")
+    try:
+        async with StreamingToolSession(
+            Deploy(), marker, journal=journal, key=spec["key"]
+        ) as session:
+            chunks = [chunk async for chunk in session]
+            result = await session.finalize()
+            return {
+                "error": None,
+                "replayed": session.recovered,
+                "chunks": chunks,
+                "final": result.final,
+            }
+    finally:
+        journal.close()
+
+
 async def run(spec: dict[str, Any]) -> dict[str, Any]:
     """Run the spec's command under its key and describe how it was answered."""
+    if spec.get("tool"):
+        return await run_tool(spec)
     journal = AnnouncingJournal(spec["journal"])
     workdir = Path(spec["workdir"])
     try:

@@ -262,6 +262,30 @@ def test_killed_right_after_the_final_is_recorded(tmp_path: Path, children: list
     assert integrity(journal) == ["ok"]
 
 
+def test_an_idempotent_tool_killed_after_its_final_is_not_run_again(
+    tmp_path: Path, children: list[Child]
+) -> None:
+    """A streaming tool's process killed after its final is recorded: a fresh one gets the final."""
+    journal = tmp_path / "journal.sqlite3"
+    marker = tmp_path / "marker"
+    key = IdempotencyKey.new()
+    first = Child("run", spec(journal, key, tmp_path, "", tool=True, linger=60))
+    children.append(first)
+    first.wait_for("completed")
+    os.kill(first.pid, signal.SIGKILL)
+    first.process.wait(LIMIT)
+    assert marks(marker) == 1
+    fresh = Child("run", spec(journal, key, tmp_path, "", tool=True, backend="trio"))
+    children.append(fresh)
+    result = fresh.wait_for("result")
+    assert result["error"] is None
+    assert result["replayed"] is True
+    assert result["chunks"] == []
+    assert result["final"] == {"steps": 2, "pid": first.pid}
+    assert marks(marker) == 1
+    assert integrity(journal) == ["ok"]
+
+
 def test_two_processes_racing_on_one_key_run_it_once(tmp_path: Path, children: list[Child]) -> None:
     """Two processes started together on one key: one runs the command, the other gets its final."""
     journal = tmp_path / "journal.sqlite3"

@@ -82,6 +82,33 @@ def test_keys_made_in_threads_are_unique() -> None:
     assert len(set(made)) == 8000
 
 
+@given(st.uuids())
+def test_only_version_7_parses(value: uuid.UUID) -> None:
+    """A UUID parses as a key exactly when it is of version 7 with the RFC variant."""
+    is_v7 = value.version == 7 and value.variant == uuid.RFC_4122
+    try:
+        key = IdempotencyKey.parse(str(value).upper())
+    except InvalidArgument:
+        assert not is_v7
+    else:
+        assert is_v7
+        assert str(key) == str(value)
+
+
+@given(st.integers(min_value=0, max_value=(1 << 128) - 1))
+def test_v7_bits_parse_whatever_the_rest(bits: int) -> None:
+    """Any 128 bits with the version and variant of a v7 parse, and keep their timestamp."""
+    bits = (bits & ~(0xF << 76) & ~(0b11 << 62)) | (7 << 76) | (0b10 << 62)
+    key = IdempotencyKey(str(uuid.UUID(int=bits)))
+    assert key.uuid.int == bits
+    assert key.unix_ms == bits >> 80
+    if key.unix_ms < 253402300800000:  # 10000-01-01
+        assert key.created.timestamp() * 1000 == pytest.approx(key.unix_ms, abs=1)
+    else:
+        with pytest.raises(ValueError, match="after the year 9999"):
+            _ = key.created
+
+
 @pytest.mark.parametrize(
     ("value", "rule"),
     [

@@ -260,7 +260,6 @@ class RunInterrupted(JournalError):
 _ERROR_KINDS: tuple[tuple[str, type[CommandError]], ...] = (
     ("TimedOut", TimedOut),
     ("NonZeroExit", NonZeroExit),
-    ("RunInterrupted", RunInterrupted),
     ("JournalError", JournalError),
     ("PolicyDenied", PolicyDenied),
     ("ExecutorError", ExecutorError),
@@ -268,10 +267,7 @@ _ERROR_KINDS: tuple[tuple[str, type[CommandError]], ...] = (
     ("ToolStreamError", ToolStreamError),
     ("CommandError", CommandError),
 )
-_REPLAYED: dict[str, type[CommandError]] = {
-    name: cls for name, cls in _ERROR_KINDS if name not in ("RunInterrupted",)
-}
-_REPLAYED["RunInterrupted"] = JournalError
+_REPLAYED: dict[str, type[CommandError]] = dict(_ERROR_KINDS)
 
 _STDOUT, _STDERR = 1, 2
 _CHUNK_HEAD = struct.Struct(">BI")

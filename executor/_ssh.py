@@ -64,8 +64,6 @@ _RESERVED_CHANNELS: Final = 2
 # times, after 10 ms, 20 ms, ... (2.1 s in all).
 _CHANNEL_RETRIES: Final = 20
 _CHANNEL_RETRY_DELAY: Final = 0.01
-# How long a closed channel waits for the server's close before its slot is freed.
-_CLOSE_WAIT: Final = 1.0
 # read_file reads this much per request.
 _FILE_BLOCK: Final = 1 << 18
 # How often the kill script looks for survivors during the grace period.
@@ -499,7 +497,24 @@ class SshExecutor(ToolExecutor):
         return self._channels
 
     async def _open_channel(self, line: str, *, pty: bool = False) -> tuple[Any, CommandChannel]:
-        """Open a channel running `line`; a dropped connection is opened again, once."""
+        """Open a channel running `line`, waiting for a free one of `max_sessions`.
+
+        The channel holds its slot until the server has closed it (sshd counts
+        a channel against MaxSessions until then). A dropped connection is
+        opened again, once: the command had not started.
+        """
+        limiter = self._limiter()
+        token = object()
+        await limiter.acquire_on_behalf_of(token)
+        try:
+            channel, session = await self._open_channel_in_slot(line, pty=pty)
+        except BaseException:
+            limiter.release_on_behalf_of(token)
+            raise
+        session.on_closed(lambda: limiter.release_on_behalf_of(token))
+        return channel, session
+
+    async def _open_channel_in_slot(self, line: str, *, pty: bool) -> tuple[Any, CommandChannel]:
         from executor._ssh_remote import CommandChannel, asyncssh
 
         terminal: dict[str, Any] = {"term_type": "xterm", "term_size": (80, 24)} if pty else {}
@@ -635,7 +650,11 @@ class SshExecutor(ToolExecutor):
         """The environment a command starts with on the remote host (asked once per connection)."""
         connection = await self._connect()
         if self._base_env is None or self._connection is not connection:
-            result = await connection.run("env -0", encoding=None, check=False)
+            if self._kill_lock is None:
+                self._kill_lock = anyio.Lock()
+            # On the channel kept for kills: the commands' slots may all be taken.
+            async with self._kill_lock:
+                result = await connection.run("env -0", encoding=None, check=False)
             if result.exit_status != 0 or not isinstance(result.stdout, bytes):
                 raise ExecutorError(
                     f"cannot read the login environment on {self._where()} "
@@ -700,12 +719,11 @@ class SshExecutor(ToolExecutor):
         self, cmd: Command, argv: Sequence[str], stdin: bytes | None, sink: Sink | None
     ) -> CommandOutput:
         line, tag = await self._prepare(cmd, argv)
-        async with self._limiter():
-            started = anyio.current_time()
-            self._started = True
-            channel, session = await self._open_channel(line)
-            run = _ChannelRun(self, channel, session, tag, sink, started)
-            return self._checked(await run.run(self._timeout(cmd), stdin=stdin))
+        started = anyio.current_time()
+        self._started = True
+        channel, session = await self._open_channel(line)
+        run = _ChannelRun(self, channel, session, tag, sink, started)
+        return self._checked(await run.run(self._timeout(cmd), stdin=stdin))
 
     def _checked(self, output: CommandOutput) -> CommandOutput:
         """Return `output` of a finished command, or raise what its exit means."""
@@ -867,10 +885,8 @@ class _ChannelRun:
             await run_to_completion(self._kill)
             raise
         finally:
+            # Its slot is freed when the server has closed its end too.
             channel.close()
-            # The slot is free once the server has closed its end too.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_WAIT):
-                await channel.wait_closed()
         output = self._output()
         if timed_out:
             assert timeout is not None

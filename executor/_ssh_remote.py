@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Callable
 from typing import Final
 
 import asyncssh
@@ -67,6 +68,7 @@ class CommandChannel(asyncssh.SSHClientSession[bytes]):
         self._wakeup = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
+        self._closed_callbacks: list[Callable[[], None]] = []
 
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         """Keep the channel, to pause it and write to it."""
@@ -106,6 +108,16 @@ class CommandChannel(asyncssh.SSHClientSession[bytes]):
         self.error = exc
         self._wakeup.set()
         self._writable.set()
+        callbacks, self._closed_callbacks = self._closed_callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def on_closed(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once the channel is closed (at once if it is already)."""
+        if self.closed:
+            callback()
+        else:
+            self._closed_callbacks.append(callback)
 
     def pause_writing(self) -> None:
         """The channel's send buffer is full: writers wait (see `drain`)."""

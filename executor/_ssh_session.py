@@ -46,24 +46,15 @@ class SshSession(ProcessSession):
         self._channel: Any = None
         self._session: CommandChannel | None = None
         self._run_state: _ChannelRun | None = None
-        self._holding = False
 
     async def _begin(self) -> None:
         executor = self._executor
         executor._check_open()
         line, tag = await executor._prepare(self._cmd, self._argv)
-        limiter = executor._limiter()
-        # The channel slot is held until the session ends.
-        await limiter.acquire_on_behalf_of(self)
-        self._holding = True
-        try:
-            started = anyio.current_time()
-            executor._started = True
-            channel, session = await executor._open_channel(line, pty=self.pty)
-        except BaseException:
-            self._holding = False
-            limiter.release_on_behalf_of(self)
-            raise
+        started = anyio.current_time()
+        executor._started = True
+        # The channel holds one of the connection's slots until it is closed.
+        channel, session = await executor._open_channel(line, pty=self.pty)
         from executor._ssh import _ChannelRun
 
         self._tag = tag
@@ -109,6 +100,3 @@ class SshSession(ProcessSession):
     async def _release(self) -> None:
         if self._channel is not None:
             self._channel.close()
-        if self._holding:
-            self._holding = False
-            self._executor._limiter().release_on_behalf_of(self)

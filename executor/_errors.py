@@ -5,7 +5,9 @@ CommandError (Exception)             .output: CommandOutput
 ├── NonZeroExit                      exit code != 0, killed by a signal, or a file I/O error
 ├── TimedOut (also TimeoutError)     .timeout; .output = what was read before the kill
 ├── ExecutorError                    the executor itself failed or refused
-│   └── PolicyDenied                 a wrapper refused the command; the message is for the model
+│   ├── PolicyDenied                 a wrapper refused the command; the message is for the model
+│   └── JournalError                 the idempotency journal refused or failed (executor._journal)
+│       └── RunInterrupted           a key's earlier run started but never recorded a final
 └── ToolStreamError                  a streaming tool failed or broke its event rules
     └── ToolCancelled                it was cancelled before it had a final value
 InvalidArgument (ValueError)         a validated argument type rejected a model's value

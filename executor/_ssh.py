@@ -71,19 +71,37 @@ _KILL_POLL: Final = 0.02
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # Run as `sh -c KILL sh PATTERN POLLS`: end every process whose environment
-# has an entry matching PATTERN (a basic regex), and every process group led
-# by one of them (a group led by a process of someone else is left alone). TERM
-# (and CONT, so stopped ones act on it), up to POLLS polls of the grace
-# period, then KILL until none is left. Zombies are dead already.
+# has an entry matching PATTERN (a basic regex), every descendant of those
+# (also one that dropped the variable and left the group and the session),
+# and every process group one of them leads. TERM (and CONT, so stopped ones
+# act on it), up to POLLS polls of the grace period, then KILL until none is
+# left. Zombies are dead already. Only builtins run per process; grep and
+# awk run once per look.
 _KILL_SCRIPT: Final = r"""
 find_tree() {
-  for f in $(grep -lz -e "$1" /proc/[0-9]*/environ 2>/dev/null); do
-    p=${f#/proc/}; p=${p%/environ}
-    { read -r s < "/proc/$p/stat"; } 2>/dev/null || continue
-    set -- ${s##*) }
-    [ "$1" = Z ] || echo "$p $3"
-  done | awk '{ p[$1] = 1; g[$2] = 1 }
-    END { for (x in p) print x; for (y in g) if (y in p) print "-" y }'
+  tagged=$(grep -lz -e "$1" /proc/[0-9]*/environ 2>/dev/null)
+  [ -n "$tagged" ] || return 0
+  {
+    echo "$tagged"
+    echo --
+    for f in /proc/[0-9]*/stat; do
+      { read -r s < "$f"; } 2>/dev/null || continue
+      p=${f#/proc/}; p=${p%/stat}
+      set -- ${s##*) }
+      [ "$1" = Z ] || echo "$p $2 $3"
+    done
+  } | awk '
+    !sep && $0 == "--" { sep = 1; next }
+    !sep { sub("^/proc/", ""); sub("/environ$", ""); tag[$0] = 1; next }
+    { parent[$1] = $2; group[$1] = $3 }
+    END {
+      for (p in tag) if (p in parent) found[p] = 1
+      do {
+        added = 0
+        for (p in parent) if (!(p in found) && (parent[p] in found)) { found[p] = 1; added = 1 }
+      } while (added)
+      for (p in found) { print p; if (group[p] == p) print "-" p }
+    }'
 }
 t=$(find_tree "$1")
 [ -n "$t" ] || exit 0

@@ -153,11 +153,13 @@ async def wait_gone(ex: SshExecutor, pids: list[int]) -> None:
         await anyio.sleep(0.05)
 
 
-# A background sleep, a setsid escapee, a TERM-ignorer and a daemon that
-# double-forks away from the group and the session.
+# A background sleep, a setsid escapee, one that also drops the tag (found
+# as a descendant), a TERM-ignorer and a daemon that double-forks away from
+# the group and the session.
 TREE = """
 sleep 300 & echo $! > bg.pid
 setsid sleep 301 & echo $! > setsid.pid
+setsid env -u EXECUTOR_PROCESS_TREE sh -c 'echo $$ > untagged.pid; exec sleep 302' &
 sh -c 'trap "" TERM; echo $$ > stubborn.pid; while :; do sleep 0.05; done' &
 python3 -c '
 import os, time
@@ -170,7 +172,7 @@ time.sleep(300)
 echo started
 sleep 300
 """
-PID_FILES = ("bg.pid", "setsid.pid", "stubborn.pid", "daemon.pid")
+PID_FILES = ("bg.pid", "setsid.pid", "untagged.pid", "stubborn.pid", "daemon.pid")
 
 
 async def test_timeout_kills_the_whole_remote_tree(ex: SshExecutor) -> None:

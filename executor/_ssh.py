@@ -3,7 +3,7 @@
 Each command is a channel of its own on one connection (opened at the first
 command, opened again when it has dropped); files go over SFTP on the same
 connection. The remote side needs a POSIX login shell for the user, and for
-killing trees Linux's `/proc` and a `grep` with `-z` (GNU or BusyBox).
+killing trees Linux's `/proc`, `awk` and a `grep` with `-z` (GNU or BusyBox).
 
 How a command runs there: sshd starts the user's login shell with a line
 this module writes, in a new session and process group (sshd calls
@@ -14,8 +14,9 @@ environment and `exec`s the program, so the login shell becomes it.
 OpenSSH ignores the signal requests of the SSH protocol, so a timeout, a
 cancellation or a failing sink kills the tree through a second channel:
 a short `sh` script there finds every process whose environment carries the
-tag (`grep -z` over `/proc/*/environ`), sends SIGTERM to them and to their
-process groups, waits out the grace period, and sends SIGKILL to what is left.
+tag (`grep -z` over `/proc/*/environ`) and their descendants (by parent
+links), sends SIGTERM to them and to the process groups they lead, waits
+out the grace period, and sends SIGKILL to what is left.
 """
 
 from __future__ import annotations

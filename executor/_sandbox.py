@@ -185,7 +185,7 @@ class SandboxSupport:
         )
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, repr=False)
 class Sandbox:
     """An OS sandbox for `LocalExecutor(sandbox=Sandbox(...))`.
 
@@ -237,6 +237,15 @@ class Sandbox:
     processes: int | None = attrs.field(default=None, validator=_positive)
     memory: int | None = attrs.field(default=None, validator=_positive)
     pids: int | None = attrs.field(default=None, validator=_positive)
+
+    def __repr__(self) -> str:
+        # Only what differs from the defaults: the repr sits inside an executor's.
+        changed = [
+            f"{field.name}={getattr(self, field.name)!r}"
+            for field in attrs.fields(Sandbox)
+            if getattr(self, field.name) != field.default
+        ]
+        return f"Sandbox({', '.join(changed)})"
 
     @staticmethod
     def probe(*, refresh: bool = False) -> SandboxSupport:

@@ -276,7 +276,10 @@ async def test_enforces_read_only_and_repr(tmp_path: Path, backend: str) -> None
     async with sandboxed(tmp_path, backend) as ex:
         assert ex.enforces_read_only
         assert ReadOnly(ex.scoped(".")).enforces_read_only
-        assert f"backend='{backend}'" in repr(ex)
+        assert repr(ex) == f"LocalExecutor({str(tmp_path)!r}, sandbox={ex.sandbox!r})"
+    assert repr(Sandbox()) == "Sandbox()"
+    shown = repr(Sandbox(backend="landlock", writable=(), address_space=1 << 30))
+    assert shown == "Sandbox(backend='landlock', writable=(), address_space=1073741824)"
 
 
 # --- what the sandbox enforces --------------------------------------------------

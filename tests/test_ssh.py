@@ -619,3 +619,29 @@ async def test_non_utf8_file_names(ex: SshExecutor) -> None:
     there = sorted([f.path async for f in ex.stream_files(".")])
     assert there == here
     assert "good.txt" in there
+
+
+@pytest.fixture
+def ssh_agent(ssh_server: SshServer, tmp_path: Path) -> Iterator[str]:
+    """A private ssh-agent holding the test key; its socket path. Stopped by pid."""
+    socket_path = str(tmp_path / "agent.sock")
+    started = subprocess.run(
+        ["ssh-agent", "-a", socket_path, "-s"], capture_output=True, text=True, check=True
+    )
+    pid = int(re.search(r"SSH_AGENT_PID=(\d+)", started.stdout).group(1))  # type: ignore[union-attr]
+    try:
+        subprocess.run(
+            ["ssh-add", "-q", ssh_server.client_key],
+            env={**os.environ, "SSH_AUTH_SOCK": socket_path},
+            check=True,
+            capture_output=True,
+        )
+        yield socket_path
+    finally:
+        os.kill(pid, signal.SIGTERM)
+
+
+async def test_login_through_the_agent(ssh_server: SshServer, ssh_agent: str) -> None:
+    """With no key files given, the key the ssh-agent holds logs in."""
+    async with connect(ssh_server, client_keys=None, agent_path=ssh_agent) as ex:
+        assert (await ex.exec_cmd(Command.shell("echo hi"))).stdout == b"hi\n"

@@ -249,7 +249,9 @@ CORPUS = [
     ),
     Escape(
         "via-proc-ppid-cwd",
-        lambda h: "echo x > /proc/$PPID/cwd/../outside/pwned && echo ESCAPED",
+        # Without a PID namespace the parent is this test's process: a write
+        # would land in its folder, which `strays` watches.
+        lambda h: f"echo x > /proc/$PPID/cwd/escape-{h.token} && [ $PPID != 1 ] && echo ESCAPED",
     ),
     Escape(
         "via-proc-host-pid-cwd",

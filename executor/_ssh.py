@@ -65,6 +65,9 @@ _RESERVED_CHANNELS: Final = 2
 # times, after 10 ms, 20 ms, ... (2.1 s in all).
 _CHANNEL_RETRIES: Final = 20
 _CHANNEL_RETRY_DELAY: Final = 0.01
+# Seconds a kill, a signal or the close of the connection may take beyond
+# the grace period before the executor stops waiting for the peer.
+_REMOTE_SLACK: Final = 5.0
 # read_file reads this much per request.
 _FILE_BLOCK: Final = 1 << 18
 # How often the kill script looks for survivors during the grace period.
@@ -387,7 +390,7 @@ class SshExecutor(ToolExecutor):
             if sftp is not None:
                 sftp.exit()
             connection.close()
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception), anyio.move_on_after(_REMOTE_SLACK):
                 await connection.wait_closed()
 
     # --- connection ----------------------------------------------------------
@@ -768,7 +771,8 @@ class SshExecutor(ToolExecutor):
         if self._kill_lock is None:
             self._kill_lock = anyio.Lock()
         async with self._kill_lock:
-            await connection.run(line, check=False)
+            with anyio.move_on_after(_REMOTE_SLACK):
+                await connection.run(line, check=False)
 
     async def _kill_on(
         self, connection: Any, tag: str, *, prefix: bool, grace: float | None = None
@@ -782,7 +786,8 @@ class SshExecutor(ToolExecutor):
             self._kill_lock = anyio.Lock()
         # One kill at a time: they share the one channel kept free for them.
         async with self._kill_lock:
-            with contextlib.suppress(Exception):
+            # Bounded: a peer that stopped answering must not hold the caller forever.
+            with contextlib.suppress(Exception), anyio.move_on_after(grace + _REMOTE_SLACK):
                 await connection.run(line, check=False)
 
     # --- files ---------------------------------------------------------------

@@ -645,3 +645,18 @@ async def test_login_through_the_agent(ssh_server: SshServer, ssh_agent: str) ->
     """With no key files given, the key the ssh-agent holds logs in."""
     async with connect(ssh_server, client_keys=None, agent_path=ssh_agent) as ex:
         assert (await ex.exec_cmd(Command.shell("echo hi"))).stdout == b"hi\n"
+
+
+async def test_keepalives_notice_a_silent_peer(ssh_server: SshServer) -> None:
+    """A peer that stops answering is dropped by keepalives, and the next command reconnects."""
+    async with connect(ssh_server, keepalive_interval=0.2, keepalive_count_max=2) as ex:
+        first = int((await ex.exec_cmd(Command.shell("echo $PPID"))).stdout)
+        # The connection stays open, but nothing answers on it any more.
+        os.kill(first, signal.SIGSTOP)
+        try:
+            await anyio.sleep(1.5)
+            with anyio.fail_after(10):
+                second = int((await ex.exec_cmd(Command.shell("echo $PPID"))).stdout)
+        finally:
+            os.kill(first, signal.SIGKILL)
+    assert second != first

@@ -324,6 +324,14 @@ async def test_unknown_host_key_is_refused(ssh_server: SshServer, tmp_path: Path
     assert fingerprint(f"{ssh_server.host_key}.pub") in str(caught.value)
 
 
+async def test_host_key_check_can_be_turned_off(ssh_server: SshServer, tmp_path: Path) -> None:
+    """check_host_key=False connects to a host that known_hosts does not list."""
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    async with connect(ssh_server, known_hosts=str(known), check_host_key=False) as ex:
+        assert (await ex.exec_cmd(Command.shell("echo in"))).stdout == b"in\n"
+
+
 async def test_wrong_key_is_refused(ssh_server: SshServer, tmp_path: Path) -> None:
     """A client key the server does not accept gives a clear ExecutorError."""
     key = make_key(tmp_path / "stranger")

@@ -22,7 +22,8 @@ What one rule set grants (see `LandlockRules`):
 - with ABI 6, no signals to processes outside the domain and no connecting to
   abstract unix sockets made outside it;
 - run by root, no capability: uid 0 gains none by `exec` (securebits), so
-  `mount`, `sethostname` and the like fail as for any user.
+  `mount`, `sethostname` and the like fail as for any user; and an empty
+  `/run`, so the host's service sockets (docker.sock) are out of reach.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ _RULE_NET_PORT: Final = 2
 _PR_SET_NO_NEW_PRIVS: Final = 38
 _PR_CAPBSET_DROP: Final = 24
 _CLONE_NEWNET: Final = 0x40000000
+_CLONE_NEWNS: Final = 0x00020000
+_MS_REC: Final = 1 << 14
+_MS_PRIVATE: Final = 1 << 18
 _PR_SET_SECUREBITS: Final = 28
 _PR_CAP_AMBIENT: Final = 47
 _PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
@@ -249,6 +253,7 @@ def _restrict(rules: LandlockRules, abi: int) -> None:
                 # thread's, as its domain is): nothing at all gets out, UDP
                 # included, which Landlock's TCP rules leave open.
                 _check(_libc.unshare(_CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+            _empty_run()
             _drop_capabilities()
         _check(_syscall(_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
     finally:
@@ -282,6 +287,22 @@ def _drop_capabilities() -> None:
     header = _CapHeader(version=_CAPABILITY_VERSION_3, pid=0)
     data = (_CapData * 2)()
     _check(_libc.capset(ctypes.byref(header), data), "capset")
+
+
+def _empty_run() -> None:
+    """Give the calling thread a mount namespace whose /run is an empty tmpfs.
+
+    /run holds the host's service sockets (docker.sock, D-Bus, systemd), and
+    Landlock has no rule for connecting to a unix socket; as root, reaching
+    docker.sock is reaching everything. Mount namespaces, like the rest, can
+    belong to one thread.
+    """
+    if not os.path.isdir("/run") or os.path.islink("/run"):
+        return
+    _check(_libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    # Private first, so the tmpfs never shows in the host's namespace.
+    _check(_libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount(/, private)")
+    _check(_libc.mount(b"tmpfs", b"/run", b"tmpfs", 0, b"mode=0755"), "mount(/run)")
 
 
 def _read_text(path: str) -> str | None:

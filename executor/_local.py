@@ -467,7 +467,7 @@ class LocalExecutor(ToolExecutor):
         launcher: RestrictedThread | None = None
         try:
             if self.sandbox is not None:
-                argv, launcher = self._sandboxed(
+                argv, launcher, cwd = self._sandboxed(
                     argv,
                     env=env,
                     cwd=cwd,
@@ -500,8 +500,15 @@ class LocalExecutor(ToolExecutor):
 
     def _sandboxed(
         self, argv: Iterable[str], *, env: dict[str, str], cwd: str, pty: bool, read_only: bool
-    ) -> tuple[list[str], RestrictedThread | None]:
-        """`argv` as the sandbox runs it, and the thread that must start it (Landlock).
+    ) -> tuple[list[str], RestrictedThread | None, str]:
+        """`argv` as the sandbox runs it, the thread that must start it (Landlock), and its cwd.
+
+        Under `confine`, Landlock's cwd becomes the real path of the folder
+        opened beneath the workdir (bubblewrap is told it with `--chdir`):
+        the command may start in a mount namespace of its own, where a
+        descriptor from this one is no place to start in. A swap between this
+        and the start could only move the starting folder, which the sandbox
+        bounds anyway.
 
         Raises:
             OSError: The program is missing or not executable, as `exec` says it.
@@ -525,13 +532,13 @@ class LocalExecutor(ToolExecutor):
                 read_only=read_only,
                 pty=pty,
             )
-            return wrapped, None
+            return wrapped, None, cwd
         self.sandbox.check_paths(self.workdir, read_only=read_only)
         rules = self.sandbox.landlock_rules(self.workdir, read_only=read_only)
         launcher = self._launchers.get(rules)
         if launcher is None:
             launcher = self._launchers[rules] = RestrictedThread(rules, support.landlock_abi)
-        return [*self.sandbox.rlimit_argv(support), *argv], launcher
+        return [*self.sandbox.rlimit_argv(support), *argv], launcher, real
 
     def _open_current_dir(self, cmd: Command) -> int:
         """Open the folder `cmd` starts in beneath the workdir (confined).

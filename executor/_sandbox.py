@@ -5,7 +5,8 @@ starts (`exec_cmd`, streaming, sessions and PTYs, which share one spawn path):
 
 - **bubblewrap** (`bwrap`, Debian package `bubblewrap`): a mount namespace
   whose root is the host's, read-only; the writable paths bound read-write
-  over it; a private `/tmp`; the home folder replaced by an empty one; a PID
+  over it; a private `/tmp`; an empty `/run` (no service sockets); the home
+  folder replaced by an empty one; a PID
   namespace, so the command's pid 1 takes every process of the sandbox with
   it when it ends (a daemon that double-forks and drops every tag dies too);
   a network namespace of its own (only a private loopback) unless the network
@@ -399,6 +400,10 @@ class Sandbox:
             "--tmpfs",
             "/tmp",
         ]
+        # /run holds the host's service sockets (docker.sock, D-Bus, systemd):
+        # a read-only mount does not stop a connect(), so /run is emptied.
+        if os.path.isdir("/run") and not os.path.islink("/run"):
+            args += ["--tmpfs", "/run"]
         for folder in self.hidden():
             args += ["--tmpfs", folder]
         # Bound after the tmpfs mounts, so what lies in /tmp or the home shows through.

@@ -26,10 +26,12 @@ from typing import Any, Final, Self
 import anyio
 import attrs
 
+from executor import _docker_channel as _channel
 from executor._base import LoadedFile, Sink, ToolExecutor, call_sink
 from executor._commands import Command, Env, Exec, ReadFile, Shell, StrPath, WriteFile
 from executor._commands import _timeout as _timeout_seconds
 from executor._docker_api import Connection, EngineClient, EngineError, _message
+from executor._docker_channel import Channel
 from executor._errors import CommandError, ExecutorError, NonZeroExit, TimedOut
 from executor._files import normalise_extensions, stream_text_files
 from executor._output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
@@ -67,11 +69,13 @@ trap : HUP INT QUIT TERM
 printf '%s\\n' "$$" >&2
 if ! cd -- "$d" 2>/dev/null; then
     printf 'cannot run in %s: No such file or directory\\n' "$d" >&2
+    [ -t 2 ] || printf '\\000%s 1\\n' "$n"
     printf '\\000%s 1\\n' "$n" >&2
     exit 1
 fi
 "$@"
 c=$?
+[ -t 2 ] || printf '\\000%s %s\\n' "$n" "$c"
 printf '\\000%s %s\\n' "$n" "$c" >&2
 exit $c
 """
@@ -110,6 +114,8 @@ _MODE_SYMLINK = 1 << 27
 _MODE_TYPE = (1 << 31) | (1 << 27) | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)
 _SYMLINK_HOPS = 40
 _STDIN_BLOCK = 1 << 16
+# After the exit code, how long to wait for the marker on stdout.
+_STDOUT_MARKER_WAIT = 5.0
 _READ_BLOCK = 1 << 16
 
 
@@ -237,6 +243,12 @@ class DockerExecutor(ToolExecutor):
         kill_grace: Seconds between SIGTERM and SIGKILL when a tree is killed.
         drain_timeout: After a command exits, how long to go on reading while a
             background process still holds its output.
+        helper: Run shell and argv commands through the in-container helper
+            (one long-lived `python` exec that starts them itself, a few ms
+            each instead of an engine exec's tens): `True` requires it,
+            `False` never uses it, `None` (the default) uses it where the
+            image has `python`.
+        python: The Python that runs the helper inside the container.
 
     """
 
@@ -265,6 +277,8 @@ class DockerExecutor(ToolExecutor):
     )
     kill_grace: float = attrs.field(default=1.0, kw_only=True, validator=_non_negative)
     drain_timeout: float = attrs.field(default=0.1, kw_only=True, validator=_non_negative)
+    helper: bool | None = attrs.field(default=None, kw_only=True)
+    python: str = attrs.field(default="python3", kw_only=True)
     _id: str = attrs.field(init=False, factory=lambda: uuid.uuid4().hex[:16], repr=False)
     _serial: itertools.count[int] = attrs.field(init=False, factory=itertools.count, repr=False)
     _api: EngineClient | None = attrs.field(init=False, default=None, repr=False)
@@ -274,6 +288,8 @@ class DockerExecutor(ToolExecutor):
     _lock: anyio.Lock | None = attrs.field(init=False, default=None, repr=False)
     _base_env: dict[str, str] | None = attrs.field(init=False, default=None, repr=False)
     _owner_ids: tuple[int, int] | None = attrs.field(init=False, default=None, repr=False)
+    _channel: Channel | None = attrs.field(init=False, default=None, repr=False)
+    _helper_tried: bool = attrs.field(init=False, default=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if (self.image is None) == (self.container is None):
@@ -324,7 +340,13 @@ class DockerExecutor(ToolExecutor):
             info = await api.request_json("GET", f"/containers/{_quote(self.container)}/json")
             if not info["State"]["Running"]:
                 raise ExecutorError(f"container {self.container} is not running")
-            return str(info["Id"])
+            container_id = str(info["Id"])
+            if self.workdir != info["Config"].get("WorkingDir"):
+                # A workdir of our own in a shared container: made if missing.
+                await self._plain_exec(
+                    api, container_id, ["mkdir", "-p", "--", self.workdir], user=self.user
+                )
+            return container_id
         host_config: dict[str, Any] = {"Init": True, "NetworkMode": self.network}
         if self.memory is not None:
             host_config["Memory"] = self.memory
@@ -388,6 +410,9 @@ class DockerExecutor(ToolExecutor):
             return
         with anyio.CancelScope(shield=True):
             try:
+                if self._channel is not None:
+                    # The helper kills every tree it started when its input ends.
+                    await self._channel.aclose()
                 if container_id is not None:
                     if self._created and not self.keep:
                         await self._remove(api, container_id)
@@ -440,22 +465,30 @@ class DockerExecutor(ToolExecutor):
             case _:
                 raise ExecutorError(f"DockerExecutor cannot run {type(cmd).__name__} commands")
 
-    async def _environment(
-        self, api: EngineClient, container_id: str, cmd: Command, argv: tuple[str, ...], mark: str
-    ) -> tuple[list[str], tuple[str, ...]]:
-        """The exec's `Env` and the argv that applies the command's environment."""
+    async def _env_request(
+        self, api: EngineClient, container_id: str, cmd: Command, mark: str
+    ) -> tuple[dict[str, str], bool]:
+        """The command's variables, and whether they replace the container's environment."""
         if not (self.env_clear or self.env_remove or cmd.env_remove):
-            # Only additions: the exec's own Env wins over the container's.
-            added = {**self.envs, **cmd.env, TREE_VARIABLE: mark}
-            return [f"{k}={v}" for k, v in added.items()], argv
-        # Removals need the whole environment: taken once from the container,
-        # then applied with `env -i`, the command's variables passed as argv.
+            # Only additions: they win over the container's variables.
+            return {**self.envs, **cmd.env, TREE_VARIABLE: mark}, False
+        # Removals need the whole environment: taken once from the container.
         base = {} if self.env_clear else dict(await self._container_env(api, container_id))
         for name in self.env_remove:
             base.pop(name, None)
         base.update(self.envs)
         env = cmd.environment_over(base)
         env[TREE_VARIABLE] = mark
+        return env, True
+
+    async def _environment(
+        self, api: EngineClient, container_id: str, cmd: Command, argv: tuple[str, ...], mark: str
+    ) -> tuple[list[str], tuple[str, ...]]:
+        """The exec's `Env` and the argv that applies the command's environment."""
+        env, replace = await self._env_request(api, container_id, cmd, mark)
+        if not replace:
+            return [f"{k}={v}" for k, v in env.items()], argv
+        # `env -i` applies the whole environment, the variables passed as argv.
         assignments = [f"{k}={v}" for k, v in env.items()]
         return [f"{TREE_VARIABLE}={mark}"], ("env", "-i", "--", *assignments, *argv)
 
@@ -517,7 +550,93 @@ class DockerExecutor(ToolExecutor):
             raise NonZeroExit(f"command exited with code {output.exit_code}", output)
         return output
 
+    async def _helper_channel(self) -> Channel | None:
+        """The helper, started at the first command; `None` where it is not used."""
+        if self.helper is False:
+            return None
+        if self._channel is not None and not self._channel.closed:
+            return self._channel
+        if self._helper_tried and self.helper is None:
+            return None
+        api, container_id = await self._ensure()
+        assert self._lock is not None
+        async with self._lock:
+            if self._channel is not None and not self._channel.closed:
+                return self._channel
+            self._helper_tried = True
+            try:
+                self._channel = await Channel.open(
+                    api, container_id, user=self.user, python=self.python
+                )
+            except ExecutorError:
+                if self.helper:
+                    raise
+                return None
+        return self._channel
+
     async def _process(
+        self, cmd: Command, argv: tuple[str, ...], stdin: bytes | None, sink: Sink | None
+    ) -> CommandOutput:
+        channel = await self._helper_channel()
+        if channel is not None:
+            return await self._process_helper(channel, cmd, argv, stdin, sink)
+        return await self._process_exec(cmd, argv, stdin, sink)
+
+    async def _process_helper(
+        self,
+        channel: Channel,
+        cmd: Command,
+        argv: tuple[str, ...],
+        stdin: bytes | None,
+        sink: Sink | None,
+    ) -> CommandOutput:
+        started = anyio.current_time()
+        timeout = self._timeout(cmd)
+        api, container_id = await self._ensure()
+        mark = f"{self._id}/{next(self._serial)}."
+        env, replace = await self._env_request(api, container_id, cmd, mark)
+        ident = channel.new_id()
+        run = _HelperRun(channel, ident, OutputBuffer(self.output_limit), sink)
+        request = {
+            "argv": list(argv),
+            "cwd": self.resolve(cmd),
+            "env": env,
+            "replace": replace,
+            "stdin": stdin is not None,
+            "mark": f"{TREE_VARIABLE}={mark}",
+        }
+        finished = False
+        try:
+            with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
+                await channel.send_json(_channel.START, ident, request)
+                await run.communicate(stdin, self.drain_timeout)
+                finished = True
+        finally:
+            with anyio.CancelScope(shield=True):
+                if not finished and not channel.closed:
+                    # Timeout, cancellation or a failing sink: the tree dies first.
+                    with contextlib.suppress(ExecutorError):
+                        await run.kill(self.kill_grace)
+                with contextlib.suppress(ExecutorError):
+                    await channel.send(_channel.RELEASE, ident)
+                channel.forget(ident)
+        duration = anyio.current_time() - started
+        if deadline.cancelled_caught:
+            assert timeout is not None
+            raise TimedOut(timeout, run.buffer.output(exit_code=None, duration=duration))
+        if run.failure is not None:
+            code, message = run.failure
+            output = CommandOutput(
+                chunks=(Stderr(f"{message}\n".encode()),), exit_code=code, duration=duration
+            )
+            if sink is not None:
+                await call_sink(sink, output.chunks[0])
+            raise NonZeroExit(message, output)
+        if run.exit_code is None:
+            raise ExecutorError("the helper ended while the command ran")
+        return self._checked(run.buffer.output(exit_code=run.exit_code, duration=duration))
+
+    async def _process_exec(
         self, cmd: Command, argv: tuple[str, ...], stdin: bytes | None, sink: Sink | None
     ) -> CommandOutput:
         started = anyio.current_time()
@@ -912,7 +1031,13 @@ class DockerSession(ProcessSession):
 
     async def _signal(self, signal: int) -> None:
         run, api = self._state, self._api
-        if run is None or api is None or not run.pid or run.exit_code is not None:
+        if run is None or api is None:
+            return
+        # Stdout and stderr are two pipes: the command's first output can come
+        # before the wrapper's pid line on stderr.
+        with anyio.move_on_after(5):
+            await run.pid_known.wait()
+        if not run.pid or run.exit_code is not None:
             return
         with contextlib.suppress(CommandError):
             await self._executor._plain_exec(
@@ -940,6 +1065,85 @@ class DockerSession(ProcessSession):
             await self._conn.aclose()
 
 
+class _HelperRun:
+    """One command on the helper: its events, to the end of its output."""
+
+    def __init__(
+        self, channel: Channel, ident: int, buffer: OutputBuffer, sink: Sink | None
+    ) -> None:
+        self.channel = channel
+        self.ident = ident
+        self.buffer = buffer
+        self.sink = sink
+        self.exit_code: int | None = None
+        self.failure: tuple[int, str] | None = None
+        self._closed = False
+
+    async def communicate(self, stdin: bytes | None, drain_timeout: float) -> None:
+        """Read until the exit and the end of the output (or the drain), writing `stdin`."""
+        kind, payload = await self.channel.next(self.ident)
+        if kind == _channel.FAILED:
+            info = json.loads(payload)
+            self.failure = (int(info["code"]), str(info["message"]))
+            return
+        if stdin is None:
+            await self._read(drain_timeout)
+            return
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._write_stdin, stdin)
+            try:
+                await self._read(drain_timeout)
+            except Exception as error:
+                # Raised as it is, not inside an exception group (a sink's own error).
+                failure = error
+            tasks.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    async def _write_stdin(self, data: bytes) -> None:
+        view = memoryview(data)
+        with contextlib.suppress(ExecutorError):
+            for start in range(0, len(data), _STDIN_BLOCK):
+                await self.channel.send(
+                    _channel.STDIN, self.ident, bytes(view[start : start + _STDIN_BLOCK])
+                )
+            await self.channel.send(_channel.EOF, self.ident)
+
+    async def _read(self, drain_timeout: float) -> None:
+        while self.exit_code is None:
+            await self._event(await self.channel.next(self.ident))
+        # The command is done; a background child may still hold the output.
+        with anyio.move_on_after(drain_timeout):
+            while not self._closed:
+                await self._event(await self.channel.next(self.ident))
+
+    async def _event(self, event: tuple[int, bytes]) -> None:
+        kind, payload = event
+        if kind == _channel.OUT:
+            await self._emit(Stdout(payload))
+        elif kind == _channel.ERR:
+            await self._emit(Stderr(payload))
+        elif kind == _channel.EXIT:
+            self.exit_code = int(payload)
+        elif kind == _channel.CLOSED:
+            self._closed = True
+
+    async def _emit(self, chunk: Chunk) -> None:
+        self.buffer.append(chunk)
+        if self.sink is not None:
+            await call_sink(self.sink, chunk)
+
+    async def kill(self, grace: float) -> None:
+        """Kill the command's tree through the helper and wait until it says none is left."""
+        await self.channel.send_json(_channel.KILL, self.ident, {"grace": grace})
+        with anyio.move_on_after(grace + 10):
+            while True:
+                kind, _ = await self.channel.next(self.ident)
+                if kind == _channel.KILLED:
+                    return
+
+
 class _ExecRun:
     """Reads one exec's multiplexed output: its pid line, its chunks, its exit marker."""
 
@@ -962,8 +1166,12 @@ class _ExecRun:
         self.exec_id: str | None = None
         self.pid: int | None = None
         self.exit_code: int | None = None
+        # Set once the wrapper's pid line is read (or the output ended without one).
+        self.pid_known = anyio.Event()
         self._head = b""
-        self._pending = b""
+        self._pending: dict[int, bytes] = {}
+        # The streams whose marker has come.
+        self._seen: set[int] = set()
 
     async def communicate(self, conn: Connection, stdin: bytes | None) -> None:
         """Write `stdin` (then end it) while reading, until the exit marker and a drain."""
@@ -990,50 +1198,62 @@ class _ExecRun:
                 await self._take(kind, data)
                 if self.exit_code is not None:
                     break
+            if self.exit_code is not None and not self.tty and 1 not in self._seen:
+                # Stdout is a pipe of its own: what the command wrote there
+                # before it ended comes before the marker the wrapper wrote
+                # there after it, however the engine interleaves the pipes.
+                with anyio.move_on_after(_STDOUT_MARKER_WAIT):
+                    async for kind, data in frames:
+                        await self._take(kind, data)
+                        if 1 in self._seen:
+                            break
             if self.exit_code is not None:
                 # The command is done; a background child may still hold the
                 # output. What it prints within the drain period is kept.
                 with anyio.move_on_after(self.drain_timeout):
                     async for kind, data in frames:
-                        await self._emit(Stdout(data) if kind == 1 else Stderr(data))
+                        await self._take(kind, data)
         finally:
             await frames.aclose()
-        if self._pending:
-            await self._emit(self._chunk(self._pending))
-            self._pending = b""
+        self.pid_known.set()
+        for kind, pending in self._pending.items():
+            await self._emit(Stdout(pending) if kind == 1 else Stderr(pending))
+        self._pending.clear()
 
     async def _take(self, kind: int, data: bytes) -> None:
-        if kind != self._control:
-            await self._emit(Stdout(data) if kind == 1 else Stderr(data))
-            return
-        if self.pid is None:
+        if kind == self._control and self.pid is None:
             self._head += data
             line, newline, rest = self._head.partition(b"\n")
             if not newline:
                 return
             line = line.strip()
             self.pid = int(line) if line.isdigit() else 0
+            self.pid_known.set()
             self._head = b""
             data = rest
             if not data:
                 return
-        data = self._pending + data
-        self._pending = b""
+        if kind in self._seen or kind not in (1, 2):
+            await self._emit(Stdout(data) if kind == 1 else Stderr(data))
+            return
+        data = self._pending.pop(kind, b"") + data
         found = data.find(self.marker)
         if found >= 0:
             end = data.find(b"\n", found)
             if end < 0:
-                self._pending = data
+                self._pending[kind] = data
                 return
             before, code, after = (
                 data[:found],
                 data[found + len(self.marker) : end],
                 data[end + 1 :],
             )
-            await self._emit(self._chunk(before))
-            code = code.strip()
-            self.exit_code = int(code) if code.isdigit() else 1
-            await self._emit(self._chunk(after))
+            await self._emit(Stdout(before) if kind == 1 else Stderr(before))
+            self._seen.add(kind)
+            if kind == self._control:
+                code = code.strip()
+                self.exit_code = int(code) if code.isdigit() else 1
+            await self._emit(Stdout(after) if kind == 1 else Stderr(after))
             return
         # Hold back a tail that could be the start of the marker.
         keep = 0
@@ -1042,12 +1262,9 @@ class _ExecRun:
                 keep = size
                 break
         if keep:
-            self._pending = data[-keep:]
+            self._pending[kind] = data[-keep:]
             data = data[:-keep]
-        await self._emit(self._chunk(data))
-
-    def _chunk(self, data: bytes) -> Chunk:
-        return Stdout(data) if self.tty else Stderr(data)
+        await self._emit(Stdout(data) if kind == 1 else Stderr(data))
 
     async def _emit(self, chunk: Chunk) -> None:
         if not chunk.data:

@@ -144,6 +144,24 @@ class Connection:
         del self._buffer[:size]
         return data
 
+    async def receive_frame(self) -> tuple[int, bytes] | None:
+        """One frame of a multiplexed exec stream (stream number, data); `None` at the end.
+
+        Safe to cancel: nothing is taken from the buffer until the whole
+        frame is in it, so a cancelled read loses no byte.
+        """
+        while len(self._buffer) < 8:
+            if not await self._fill():
+                return None
+        size = int.from_bytes(self._buffer[4:8], "big")
+        while len(self._buffer) < 8 + size:
+            if not await self._fill():
+                return None
+        kind = self._buffer[0]
+        data = bytes(self._buffer[8 : 8 + size])
+        del self._buffer[: 8 + size]
+        return kind, data
+
     async def receive_until(self, delimiter: bytes, limit: int) -> bytes:
         """The bytes up to `delimiter` (dropped), failing past `limit`."""
         start = 0

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -42,7 +43,13 @@ from executor import (
     ToolExecutor,
     UnixSignal,
 )
-from executor._docker import LABEL_MANAGED, DockerExecutor, collect_garbage
+from executor._docker import (
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    DockerExecutor,
+    collect_garbage,
+    owner_label,
+)
 from executor.testing import ExecutorContract, ReadOnlyContract
 
 pytestmark = pytest.mark.anyio
@@ -60,27 +67,74 @@ def _engine_and_no_container_left() -> Iterator[None]:
     assert not left, f"containers left behind: {sorted(left)}"
 
 
+@pytest.fixture(scope="module")
+def shared_container() -> Iterator[str]:
+    """One container of the Python image for the contract tests, labelled as ours."""
+    require_engine()
+    container = docker(
+        "run",
+        "-d",
+        "--init",
+        "--network",
+        "none",
+        "--label",
+        f"{LABEL_MANAGED}=1",
+        "--label",
+        f"{LABEL_OWNER}={owner_label()}",
+        "--entrypoint",
+        "/bin/sh",
+        PYTHON_IMAGE,
+        "-c",
+        "while :; do sleep 3600; done",
+    ).strip()
+    yield container
+    docker("rm", "-f", container, check=False)
+
+
 class DockerFixtures:
-    """A new container of the Python image per test, with an empty workdir."""
+    """An empty workdir of its own per test, in one shared container."""
 
     @pytest.fixture
-    async def executor(self) -> AsyncIterator[ToolExecutor]:
-        """A DockerExecutor on a fresh container, removed after the test."""
-        async with DockerExecutor(PYTHON_IMAGE, kill_grace=0.2) as executor:
+    async def executor(self, shared_container: str) -> AsyncIterator[ToolExecutor]:
+        """A DockerExecutor on the shared container, in a new folder."""
+        workdir = f"/workspace/{uuid.uuid4().hex}"
+        async with DockerExecutor(
+            container=shared_container, workdir=workdir, kill_grace=0.2
+        ) as executor:
             yield executor
 
 
 class TestDockerContract(ExecutorContract, DockerFixtures):
-    """The shared contract, against a DockerExecutor."""
+    """The shared contract, against a DockerExecutor that runs commands through its helper."""
+
+    async def test_the_helper_runs_the_commands(self, executor: ToolExecutor) -> None:
+        """On an image with Python the commands are the helper's children, not engine execs."""
+        assert isinstance(executor, DockerExecutor)
+        output = await executor.exec_cmd(Command.shell("cat /proc/$PPID/cmdline"))
+        assert b"in-container helper" in output.stdout
+
+
+class TestDockerExecContract(ExecutorContract):
+    """The shared contract, against a DockerExecutor that runs each command as an engine exec."""
+
+    @pytest.fixture
+    async def executor(self, shared_container: str) -> AsyncIterator[ToolExecutor]:
+        """A DockerExecutor without its helper, on the shared container, in a new folder."""
+        workdir = f"/workspace/{uuid.uuid4().hex}"
+        async with DockerExecutor(
+            container=shared_container, workdir=workdir, kill_grace=0.2, helper=False
+        ) as executor:
+            yield executor
 
 
 class TestDockerReadOnly(ReadOnlyContract):
     """ReadOnly over a DockerExecutor refuses writes and shell commands."""
 
     @pytest.fixture
-    async def writer(self) -> AsyncIterator[ToolExecutor]:
-        """The container's own executor, which may write."""
-        async with DockerExecutor(BUSYBOX_IMAGE, kill_grace=0.2) as executor:
+    async def writer(self, shared_container: str) -> AsyncIterator[ToolExecutor]:
+        """An executor on the shared container, in a new folder, which may write."""
+        workdir = f"/workspace/{uuid.uuid4().hex}"
+        async with DockerExecutor(container=shared_container, workdir=workdir) as executor:
             yield executor
 
     @pytest.fixture
@@ -105,6 +159,7 @@ def survivors(ex: DockerExecutor) -> list[str]:
         if "docker-init" not in line
         and "while :; do sleep 3600" not in line
         and not line.endswith("sleep 3600")
+        and "in-container helper" not in line
     ]
 
 
@@ -146,7 +201,7 @@ async def test_container_settings() -> None:
         # No network but loopback.
         interfaces = await ex.exec_cmd(Command.shell("ls /sys/class/net"))
         assert interfaces.stdout.split() == [b"lo"]
-    assert our_containers() == []
+    assert ex.container_id not in our_containers()
 
 
 async def test_aclose_removes_the_container() -> None:
@@ -288,8 +343,8 @@ async def test_background_job_lives_until_aclose() -> None:
         docker("rm", "-f", container)
 
 
-async def test_concurrent_commands(ex: DockerExecutor) -> None:
-    """100 commands at once against one container all succeed with their own output."""
+async def run_concurrently(ex: DockerExecutor, count: int) -> None:
+    """Run `count` commands at once and check each one's output."""
     results: dict[int, bytes] = {}
 
     async def one(i: int) -> None:
@@ -297,9 +352,29 @@ async def test_concurrent_commands(ex: DockerExecutor) -> None:
         results[i] = output.stdout + output.stderr
 
     async with anyio.create_task_group() as tasks:
-        for i in range(100):
+        for i in range(count):
             tasks.start_soon(one, i)
-    assert results == {i: f"{i}\ne{i}\n".encode() for i in range(100)}
+    assert results == {i: f"{i}\ne{i}\n".encode() for i in range(count)}
+
+
+async def test_concurrent_commands_through_the_helper() -> None:
+    """100 commands at once through the helper all succeed with their own output."""
+    async with DockerExecutor(PYTHON_IMAGE, helper=True) as ex:
+        await run_concurrently(ex, 100)
+    assert survivors_gone(ex)
+
+
+# 100 engine execs take some 20 s on two cores: run once, on one backend, to
+# keep CI short; the same code runs on trio in every other exec test.
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_concurrent_commands_as_engine_execs(ex: DockerExecutor) -> None:
+    """100 commands at once as engine execs all succeed with their own output."""
+    await run_concurrently(ex, 100)
+
+
+def survivors_gone(ex: DockerExecutor) -> bool:
+    """Whether the executor's container is gone."""
+    return ex.container_id not in our_containers()
 
 
 async def test_killed_owner_leaves_a_container_that_gc_removes(tmp_path: Path) -> None:

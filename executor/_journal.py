@@ -32,7 +32,9 @@ machine's boot id, so a reused pid or a reboot is not mistaken for the owner.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import errno
 import json
 import math
 import os
@@ -153,7 +155,11 @@ def _key_uuid(value: object) -> uuid.UUID:
             raise InvalidArgument(value, "an idempotency key must be a UUID") from None
     else:
         raise InvalidArgument(value, "an idempotency key must be a UUID string")
-    if parsed.version != _VERSION_7 or parsed.variant != uuid.RFC_4122:
+    if parsed.variant != uuid.RFC_4122:
+        raise InvalidArgument(
+            value, "an idempotency key must be a UUID version 7 (this UUID is not RFC 9562)"
+        )
+    if parsed.version != _VERSION_7:
         raise InvalidArgument(
             value, f"an idempotency key must be a UUID version 7 (got version {parsed.version})"
         )
@@ -517,7 +523,8 @@ if hasattr(os, "register_at_fork"):
 # --- SQLite ---------------------------------------------------------------------------
 
 _SCHEMA_VERSION = 1
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS runs (
     key TEXT PRIMARY KEY,
     kind TEXT NOT NULL,
@@ -540,9 +547,10 @@ CREATE TABLE IF NOT EXISTS runs (
     duration REAL,
     truncated INTEGER,
     value TEXT
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished) WHERE finished IS NOT NULL;
-"""
+) WITHOUT ROWID
+""",
+    "CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished) WHERE finished IS NOT NULL",
+)
 _COLUMNS = (
     "key, kind, name, fingerprint, started, attempts, owner_boot, owner_pid, owner_started, "
     "owner_token, finished, outcome, message, timeout, has_output, chunks, exit_code, signal, "
@@ -553,6 +561,14 @@ _SQLITE_BUSY = 5
 # Stored output up to this size is written and read on the event loop (a copy
 # of a few hundred microseconds at most); more goes through a worker thread.
 _INLINE_BYTES = 256 * 1024
+
+
+# What a change adds to the WAL besides its data: about two 4 KiB pages (a
+# leaf and its index entry), each written whole.
+_ROW_BYTES = 8192
+# Changes made on the event loop add up to about this much WAL before a worker
+# thread checkpoints it: SQLite's own default, 1000 pages.
+_CHECKPOINT_BYTES = 1000 * 4096
 
 
 class _WouldBlock(Exception):
@@ -592,6 +608,30 @@ def _count(value: int | None, what: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{what} must be an integer >= 1 or None, got {value!r}")
     return value
+
+
+def _create_private(path: Path) -> None:
+    """Create the journal file (and its folder) readable by its owner alone, unless it exists.
+
+    The journal holds commands and their output, which may carry secrets.
+    SQLite gives the `-wal` and `-shm` files it adds the mode of the database
+    file, so they are private too. Made here rather than by SQLite so that a
+    path that cannot be written fails with the OS's reason (permission
+    denied, read-only file system, is a directory), not "unable to open
+    database file".
+    """
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError as error:
+        # exist_ok covers folders: what stands in the way is a file.
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", error.filename) from None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "it is a directory", str(path)) from None
+        return  # there already (an empty file is an empty database to SQLite)
+    os.close(fd)
 
 
 def _utc(timestamp: float) -> datetime.datetime:
@@ -658,6 +698,7 @@ class SqliteJournal:
         self._fast: sqlite3.Connection | None = None
         self._fast_pid = -1
         self._pruned = 0.0
+        self._unchecked = 0
 
     def __repr__(self) -> str:
         return f"SqliteJournal({str(self.path)!r})"
@@ -673,7 +714,7 @@ class SqliteJournal:
             raise JournalError(f"no journal at {self.path}")
         try:
             if self.create:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                _create_private(self.path)
             conn = sqlite3.connect(
                 self.path,
                 timeout=self.busy_timeout,
@@ -695,13 +736,13 @@ class SqliteJournal:
                     f"executor reads format {_SCHEMA_VERSION}"
                 )
             if version == 0:
+                # One transaction (not executescript, which commits first), so a
+                # process racing to set up the same file sees all of it or none.
                 conn.execute("BEGIN IMMEDIATE")
-                try:
-                    conn.executescript(_SCHEMA)
-                    conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-                finally:
-                    if conn.in_transaction:
-                        conn.execute("COMMIT")
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+                conn.execute("COMMIT")
         except sqlite3.Error as error:
             conn.close()
             raise JournalError(f"cannot use the journal at {self.path}: {error}") from error
@@ -739,6 +780,10 @@ class SqliteJournal:
             )
             conn.execute("PRAGMA busy_timeout = 0")
             conn.execute("PRAGMA synchronous = NORMAL")
+            # A commit that fills the WAL past its limit would copy it into the
+            # database and fsync both, on the event loop: `_run` has a worker
+            # thread do that instead.
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
         except sqlite3.Error:
             return None
         self._fast = conn
@@ -777,12 +822,33 @@ class SqliteJournal:
         finally:
             self._fast_lock.release()
 
-    async def _run(self, function: Callable[[sqlite3.Connection], T], *, inline: bool = False) -> T:
+    async def _run(
+        self, function: Callable[[sqlite3.Connection], T], *, inline: bool = False, writes: int = 0
+    ) -> T:
+        """Run `function` on the event loop if `inline` and it cannot wait, else in a thread.
+
+        `writes` is about how many bytes the call adds to the WAL.
+        """
         if inline and self.synchronous == "normal":
             done, result = self._try_inline(function)
             if done:
+                self._unchecked += writes
+                if self._unchecked >= _CHECKPOINT_BYTES:
+                    self._unchecked = 0
+                    await anyio.to_thread.run_sync(self._checkpoint)
                 return typing.cast(T, result)
         return await anyio.to_thread.run_sync(self._call, function)
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the database, as SQLite's automatic checkpoint would (in a thread).
+
+        PASSIVE: it waits for no reader or writer, and leaves what it cannot
+        copy now for the next time. A failure here is not the caller's (its
+        own change is committed), so it is left for the next checkpoint, or
+        for the next change to report.
+        """
+        with contextlib.suppress(JournalError):
+            self._call(lambda conn: conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall())
 
     def close(self) -> None:
         """Close the database connections (a later call opens them again)."""
@@ -796,14 +862,14 @@ class SqliteJournal:
             self._fast = None
 
     async def aclose(self) -> None:
-        """Close the database connection."""
-        self.close()
+        """Close the database connections (in a thread: a call in flight may hold them)."""
+        await anyio.to_thread.run_sync(self.close)
 
     async def __aenter__(self) -> SqliteJournal:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self.close()
+        await self.aclose()
 
     # --- rows -------------------------------------------------------------------------
 
@@ -904,6 +970,7 @@ class SqliteJournal:
         return await self._run(
             lambda conn: self._claim(conn, key, kind, name, fingerprint, rerun_interrupted),
             inline=True,
+            writes=_ROW_BYTES + len(name),
         )
 
     def _claim(
@@ -977,6 +1044,7 @@ class SqliteJournal:
             await self._run(
                 lambda conn: self._complete(conn, claim, token, outcome),
                 inline=size <= _INLINE_BYTES,
+                writes=_ROW_BYTES + size,
             )
         finally:
             _PROCESS.active.discard(token)
@@ -1026,7 +1094,11 @@ class SqliteJournal:
         """
         token = _token(claim)
         try:
-            await self._run(lambda conn: self._abandon(conn, claim, token, ran), inline=True)
+            await self._run(
+                lambda conn: self._abandon(conn, claim, token, ran),
+                inline=True,
+                writes=_ROW_BYTES,
+            )
         finally:
             _PROCESS.active.discard(token)
 

@@ -1061,8 +1061,9 @@ class StreamingToolSession(Generic[InputT, ChunkT, FinalT]):
         except BaseException as exc:
             self._state = "closed"
             if recorder is not None:
-                # start() hands back a handle not yet entered: nothing ran.
-                await recorder.abandon(ran=False)
+                # A start() that failed started nothing; one cancelled part-way
+                # may have (a process session spawns in start()): interrupted.
+                await recorder.abandon(ran=not isinstance(exc, Exception))
             if not isinstance(exc, Exception):
                 raise
             translated = _translate(exc, self.name)

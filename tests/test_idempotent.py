@@ -509,3 +509,40 @@ async def test_only_idempotent_tools_take_a_journal(journal: SqliteJournal) -> N
         assert session.key is None
         await session.finalize()
         assert not session.recovered
+
+
+class SlowStart(StreamingTool[str, str, str]):
+    """An idempotent tool whose start() works before handing back its handle, or fails."""
+
+    name = "slow-start"
+    idempotent = True
+
+    async def start(self, input: str) -> StreamingToolHandle[str, str]:
+        """Fail at once for "fail"; otherwise take a while, as a spawn would."""
+        if input == "fail":
+            raise ValueError("no such target")
+        await anyio.sleep(30)
+
+        async def run(channel: ToolChannel[str]) -> str:
+            return input
+
+        return TaskHandle(run)
+
+
+async def test_a_start_that_fails_is_forgotten_and_a_cancelled_one_interrupted(
+    journal: SqliteJournal,
+) -> None:
+    """start() raising ran nothing, so the key stays free; cancelled mid-start, it may have run."""
+    failed = IdempotencyKey.new()
+    with pytest.raises(ToolStreamError, match="no such target"):
+        async with StreamingToolSession(SlowStart(), "fail", journal=journal, key=failed):
+            pass
+    assert await journal.get(failed) is None
+
+    cut = IdempotencyKey.new()
+    with anyio.move_on_after(0.2):
+        async with StreamingToolSession(SlowStart(), "deploy", journal=journal, key=cut):
+            pass
+    entry = await journal.get(cut)
+    assert entry is not None
+    assert entry.state == "interrupted"

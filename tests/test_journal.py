@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import io
 import json
 import os
 import sqlite3
@@ -34,6 +36,7 @@ from executor import (
     TimedOut,
     ToolStreamError,
 )
+from executor._cli import main
 from executor._journal import decode_chunks, encode_chunks
 
 LIMIT = 30.0
@@ -115,7 +118,8 @@ def test_v7_bits_parse_whatever_the_rest(bits: int) -> None:
         ("abc", "must be a UUID"),
         ("", "must be a UUID"),
         (str(uuid.uuid4()), "version 7 (got version 4)"),
-        ("00000000-0000-7000-0000-000000000000", "version 7"),
+        ("00000000-0000-7000-0000-000000000000", "not RFC 9562"),
+        ("0189e4a0-0000-7000-c000-000000000000", "not RFC 9562"),
         (123, "must be a UUID string"),
         (None, "must be a UUID string"),
     ],
@@ -206,6 +210,26 @@ async def test_journal_file_uses_wal_and_the_chosen_sync(path: Path) -> None:
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
+    # It holds commands and their output: its owner alone may read it.
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+
+
+async def test_the_wal_is_checkpointed_off_the_event_loop(path: Path) -> None:
+    """Commits on the event loop never checkpoint there, yet the WAL stays near 4 MB."""
+    async with SqliteJournal(path) as journal:
+        output = Outcome.of_output(CommandOutput(chunks=(Stdout(b"x" * 20_000),), exit_code=0))
+        for _ in range(500):  # 10 MB of outputs, each small enough to be written inline
+            claim = await journal.claim(
+                IdempotencyKey.new(), kind="command", name="x", fingerprint="f"
+            )
+            await journal.complete(claim, output)
+        fast = journal._fast
+        assert fast is not None
+        assert fast.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        wal = path.with_name(path.name + "-wal")
+        assert wal.stat().st_size < 6_000_000
+        assert await journal.integrity_check() == ["ok"]
 
 
 async def test_claim_complete_and_repeat(path: Path) -> None:
@@ -468,6 +492,13 @@ async def test_unusable_files_are_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(JournalError, match="format 99"):
         await SqliteJournal(newer).get(IdempotencyKey.new())
+    # Paths that cannot hold the file: the OS's reason, not SQLite's "unable to open".
+    with pytest.raises(JournalError, match=r"is a directory.*" + str(tmp_path.name)):
+        await SqliteJournal(tmp_path).get(IdempotencyKey.new())
+    with pytest.raises(JournalError, match=r"not a folder.*garbage\.sqlite3"):
+        await SqliteJournal(garbage / "journal.sqlite3").get(IdempotencyKey.new())
+    with pytest.raises(JournalError, match=r"Errno \d+\].*/proc/journal\.sqlite3"):
+        await SqliteJournal("/proc/journal.sqlite3").get(IdempotencyKey.new())
 
 
 def test_bad_settings_are_refused(tmp_path: Path) -> None:
@@ -494,8 +525,8 @@ def test_default_path_follows_the_environment(
 # --- the command line -----------------------------------------------------------------
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run `python -m executor journal ARGS`."""
+def python_m(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run `python -m executor journal ARGS` in a new process."""
     return subprocess.run(
         [sys.executable, "-m", "executor", "journal", *args],
         capture_output=True,
@@ -503,6 +534,31 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=LIMIT,
         check=False,
     )
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the command line's `journal ARGS` in this process (an interpreter start saved).
+
+    The same `main` as `python -m executor`, which `python_m` runs.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["journal", *args])
+        except SystemExit as stopped:  # argparse's usage errors
+            code = stopped.code if isinstance(stopped.code, int) else 2
+    return subprocess.CompletedProcess(["journal", *args], code, out.getvalue(), err.getvalue())
+
+
+def test_cli_help_names_the_actions() -> None:
+    """`journal --help` lists list, show and prune; no action is a usage error."""
+    helped = python_m("--help")
+    assert helped.returncode == 0, helped.stderr
+    for action in ("list", "show", "prune", "--path", "EXECUTOR_JOURNAL"):
+        assert action in helped.stdout
+    bare = python_m()
+    assert bare.returncode == 2
+    assert "list" in bare.stderr
 
 
 def test_cli_lists_shows_and_prunes(path: Path) -> None:
@@ -526,7 +582,7 @@ async def fill(path: Path, ok: IdempotencyKey, failed: IdempotencyKey, cut: Idem
 
 def check_cli(path: Path, ok: IdempotencyKey, failed: IdempotencyKey, cut: IdempotencyKey) -> None:
     """What the command line says about the journal `fill` wrote."""
-    listed = cli("--path", str(path), "list")
+    listed = python_m("--path", str(path), "list")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert [line.split()[0] for line in lines] == [str(cut), str(failed), str(ok)]

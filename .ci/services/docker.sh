@@ -106,8 +106,11 @@ build_images() {
 }
 
 stop_docker() {
-    # Only the dockerd this script started, by pid; it stops its containerd.
-    if [ -n "$docker_started" ] && kill -0 "$docker_started" 2>/dev/null; then
+    # Only the dockerd this script started, by pid, and the containerd it runs.
+    [ -n "$docker_started" ] || return 0
+    local containerd_pid
+    containerd_pid=$(ps -o pid=,comm= --ppid "$docker_started" | awk '$2 == "containerd" {print $1}')
+    if kill -0 "$docker_started" 2>/dev/null; then
         kill -TERM "$docker_started"
         for _ in $(seq 100); do
             kill -0 "$docker_started" 2>/dev/null || break
@@ -115,9 +118,9 @@ stop_docker() {
         done
         kill -KILL "$docker_started" 2>/dev/null || true
     fi
-    local containerd_pid="$docker_state/exec/containerd/containerd.pid"
-    if [ -f "$containerd_pid" ]; then
-        kill -TERM "$(cat "$containerd_pid")" 2>/dev/null || true
+    # dockerd stops its containerd; one that outlived it is stopped here.
+    if [ -n "$containerd_pid" ] && kill -0 "$containerd_pid" 2>/dev/null; then
+        kill -TERM "$containerd_pid" 2>/dev/null || true
     fi
     docker_started=""
 }

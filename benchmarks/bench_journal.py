@@ -7,9 +7,11 @@ reaped exit, pipes read), run back to back (500 per side by default), on
 - `Idempotent, synchronous=normal`: the same through
   `Idempotent(local, SqliteJournal(...)).keyed(new_key)`, a new key per
   command, so each one is claimed before it runs and its final recorded
-  after (two SQLite transactions, each in a worker thread);
+  after (two SQLite transactions, made on the event loop: neither waits for
+  a lock nor fsyncs);
 - `Idempotent, synchronous=full`: the same with an fsync per commit (the
-  final also survives a power loss);
+  final also survives a power loss), so both transactions go to a worker
+  thread;
 - `repeat (answered)`: a key that has a final, answered from the journal
   without running anything.
 

@@ -20,7 +20,12 @@ The life of a key in the journal:
 - **interrupted**: claimed, no final, and its owner is gone (killed, crashed,
   or cancelled mid-run). Whether the work took effect is unknown, so the
   caller chooses: `on_interrupted="fail"` raises `RunInterrupted`,
-  `"rerun"` runs it again under the same key.
+  `"rerun"` runs it again under the same key. The claim and the final are
+  two commits with the work between them, so a crash in either gap also
+  leaves the key interrupted: after the claim but before the command
+  started (nothing ran), or after the command ended but before its final
+  was recorded (it ran to the end). The journal cannot tell these apart
+  from a crash mid-command; it never takes any of them for "not run".
 
 `SqliteJournal` is the embedded default: one SQLite file in WAL mode, every
 change one transaction, claims taken under `BEGIN IMMEDIATE`, so several
@@ -652,8 +657,17 @@ class SqliteJournal:
     process's lock (it passes to a worker thread then) and it writes no
     fsync, so it takes tens of microseconds, less than a trip to a thread
     and back (see `benchmarks/bench_journal.py`). Everything that can wait
-    (an fsync with `"full"`, a lock held elsewhere, pruning, listing) runs in
-    a worker thread, off the event loop.
+    (an fsync with `"full"`, a lock held elsewhere, a checkpoint of the WAL,
+    pruning, listing, an output over 256 KiB) runs in a worker thread, off
+    the event loop.
+
+    The processes sharing a journal must be on one machine and see each
+    other's pids (one pid namespace): a run's owner is judged alive by its
+    pid, so a process in another container would take a live run for an
+    interrupted one. WAL needs memory shared through the file system, so the
+    file must not be on a network file system. It is created readable by its
+    owner alone (its folder too, when made here): it holds commands and
+    their output.
 
     Args:
         path: The database file; its folder is created. `default_journal_path()` if omitted.
@@ -697,7 +711,7 @@ class SqliteJournal:
         self._fast_lock = threading.Lock()
         self._fast: sqlite3.Connection | None = None
         self._fast_pid = -1
-        self._pruned = 0.0
+        self._pruned: float | None = None
         self._unchecked = 0
 
     def __repr__(self) -> str:
@@ -1050,9 +1064,13 @@ class SqliteJournal:
             _PROCESS.active.discard(token)
         if self.max_age is not None or self.max_entries is not None:
             now = time.monotonic()
-            if now - self._pruned >= _PRUNE_EVERY:
+            if self._pruned is None or now - self._pruned >= _PRUNE_EVERY:
                 self._pruned = now
-                await self.prune()
+                # The final is recorded: a pruning that fails (another process
+                # held the lock past busy_timeout) must not fail the run that
+                # succeeded. The next one, a minute on, tries again.
+                with contextlib.suppress(JournalError):
+                    await self.prune()
 
     def _complete(
         self, conn: sqlite3.Connection, claim: Claim, token: str, outcome: Outcome

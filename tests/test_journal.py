@@ -474,7 +474,7 @@ async def test_retention_applies_on_write(path: Path) -> None:
             key = IdempotencyKey.new()
             claim = await journal.claim(key, kind="command", name="x", fingerprint="f")
             await journal.complete(claim, Outcome.of_output(CommandOutput(exit_code=0)))
-            journal._pruned = 0.0  # as if a minute had passed since the last pruning
+            journal._pruned = None  # as if a minute had passed since the last pruning
         assert [entry.key for entry in await journal.entries()] == [key]
 
 

@@ -19,6 +19,7 @@ import socket
 import tarfile
 import tempfile
 import time
+import urllib.parse
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from typing import Any, Final, Self
@@ -954,8 +955,6 @@ def _reason(error: EngineError) -> str:
 
 
 def _quote(name: str) -> str:
-    import urllib.parse
-
     return urllib.parse.quote(name, safe="")
 
 

@@ -311,6 +311,19 @@ async def test_timeout_leaves_no_survivor(ex: DockerExecutor) -> None:
     assert survivors(ex) == []
 
 
+async def test_timeout_through_the_helper_leaves_no_survivor() -> None:
+    """Through the helper too, a timeout leaves nothing of the command in docker top."""
+    async with DockerExecutor(PYTHON_IMAGE, helper=True, kill_grace=0.2) as ex:
+        with pytest.raises(TimedOut) as caught:
+            await ex.exec_cmd(Command.shell(TREE).with_timeout(1.5))
+        assert caught.value.output.stdout == b"started\n"
+        assert survivors(ex) == []
+        with anyio.move_on_after(1.0) as scope:
+            await ex.exec_cmd(Command.shell(TREE))
+        assert scope.cancelled_caught
+        assert survivors(ex) == []
+
+
 async def test_cancellation_kills_the_tree(ex: DockerExecutor) -> None:
     """Cancelling the awaiting task kills the command's tree in the container first."""
     with anyio.move_on_after(1.0) as scope:
@@ -529,6 +542,19 @@ async def test_write_errors(ex: DockerExecutor) -> None:
         await ex.exec_cmd(Command.write_file("d", "x"))
     with pytest.raises(NonZeroExit, match="Not a directory"):
         await ex.exec_cmd(Command.write_file("d/x/y", "x"))
+
+
+async def test_large_file_with_a_long_name(ex: DockerExecutor) -> None:
+    """Megabytes with a name past tar's 100 characters come back exactly, streamed."""
+    name = "d/" + "n" * 150 + ".bin"
+    content = bytes(range(256)) * 20_000
+    await ex.exec_cmd(Command.write_file(name, content))
+    seen: list[Chunk] = []
+    read = await ex.exec_cmd_streaming(Command.read_file(name), seen.append)
+    assert read.stdout == content
+    assert b"".join(c.data for c in seen) == content
+    listed = await ex.exec_cmd(Command.shell("cat d/n*.bin | wc -c"))
+    assert listed.stdout.strip() == str(len(content)).encode()
 
 
 async def test_files_outside_the_workdir(ex: DockerExecutor) -> None:

@@ -580,8 +580,14 @@ async def test_descriptor_hog_is_stopped(backend: str, host: Host) -> None:
 
 
 async def test_disk_filler_is_stopped(backend: str, host: Host) -> None:
-    """Writing an endless file stops at the file-size limit."""
-    async with executor_for(host, backend, file_size=1 << 20) as ex:
+    """Writing an endless file stops at the file-size limit (proven in force first)."""
+    limit = 1 << 20
+    async with executor_for(host, backend, file_size=limit) as ex:
+        proven = await attempt(
+            ex, py("import resource; print(resource.getrlimit(resource.RLIMIT_FSIZE)[0])")
+        )
+        if proven.stdout.strip() != str(limit).encode():
+            pytest.fail(f"the file-size limit is not in force ({proven.text()!r}): not run")
         output = await attempt(ex, "cat /dev/zero > filler")
     assert output.exit_code != 0
     assert (host.work / "filler").stat().st_size <= 1 << 20

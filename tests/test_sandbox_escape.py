@@ -8,8 +8,8 @@ not stopped, not traced), and the hostname. A script prints ESCAPED only
 when its attempt worked.
 
 The attempts that would harm the machine if the sandbox failed (a fork bomb,
-a memory hog) first prove, inside the same sandbox, that the limit is in
-force, and do not run otherwise. No attempt signals a process the test did
+a memory hog, a disk filler) first prove, inside the same sandbox, that the
+limit is in force, and do not run otherwise. No attempt signals a process the test did
 not start.
 
 Where a backend cannot contain an attempt, the test is a strict xfail under

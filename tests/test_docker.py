@@ -6,6 +6,7 @@ the tests skip, and with `EXECUTOR_REQUIRE_DOCKER=1` (set by CI) they fail.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -17,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import pytest
 from docker_engine import (
     BUSYBOX_IMAGE,
@@ -699,3 +701,71 @@ async def test_session_refusals(ex: DockerExecutor) -> None:
         with pytest.raises(ExecutorError, match="pty"):
             await session.send_stdin(Resize(80, 24))
         session.cancel()
+
+
+# --- engine addresses -------------------------------------------------------------
+
+
+async def test_tcp_engine_address() -> None:
+    """A tcp:// DOCKER_HOST reaches the engine (here through a loopback relay to its socket)."""
+    socket_path = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not socket_path.startswith("unix://"):
+        pytest.skip("the engine is not on a unix socket")
+    socket_path = socket_path.removeprefix("unix://")
+
+    async def relay(client: anyio.abc.SocketStream) -> None:
+        async with client, await anyio.connect_unix(socket_path) as engine:
+
+            async def pump(source: anyio.abc.ByteStream, target: anyio.abc.ByteStream) -> None:
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    async for data in source:
+                        await target.send(data)
+                with contextlib.suppress(Exception):
+                    await target.send_eof()
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(pump, client, engine)
+                await pump(engine, client)
+                tasks.cancel_scope.cancel()
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tasks:
+        tasks.start_soon(listener.serve, relay)
+        async with DockerExecutor(BUSYBOX_IMAGE, docker_host=f"tcp://127.0.0.1:{port}") as ex:
+            output = await ex.exec_cmd(Command.shell("echo over-tcp; cat").with_stdin("in"))
+            assert output.stdout == b"over-tcp\nin"
+            await ex.exec_cmd(Command.write_file("f", "tcp"))
+            assert (await ex.exec_cmd(Command.read_file("f"))).stdout == b"tcp"
+        tasks.cancel_scope.cancel()
+
+
+async def test_ssh_engine_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ssh:// DOCKER_HOST runs `ssh -o BatchMode=yes HOST docker system dial-stdio`.
+
+    The `ssh` on PATH here is a stand-in that checks its arguments and runs the
+    remote command on this machine, where `docker system dial-stdio` reaches the
+    real engine: everything but the SSH hop is what a remote engine sees.
+    """
+    engine = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    log = tmp_path / "ssh.log"
+    fake = tmp_path / "ssh"
+    fake.write_text(
+        textwrap.dedent(
+            f"""\
+            #!/bin/sh
+            echo "$@" >> {log}
+            [ "$1 $2" = "-o BatchMode=yes" ] || exit 255
+            shift 2
+            [ "$1" = "--" ] && shift
+            shift  # the host
+            DOCKER_HOST={engine} exec "$@"
+            """
+        )
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    async with DockerExecutor(BUSYBOX_IMAGE, docker_host="ssh://agent@engine.example") as ex:
+        output = await ex.exec_cmd(Command.shell("echo over-ssh"))
+        assert output.stdout == b"over-ssh\n"
+    assert "agent@engine.example docker system dial-stdio" in log.read_text()

@@ -1,8 +1,9 @@
 """`DockerExecutor`: the executor contract inside a container, through the Docker Engine API.
 
-Commands run through the Engine API's exec endpoints, files move through its
-archive endpoints; no `docker` CLI and no shell ever sees a path or a file's
-content. See `DockerExecutor` for what it guarantees.
+Commands run through the Engine API's exec endpoints (or an in-container
+helper, `_docker_helper.py`), files move through its archive endpoints; no
+`docker` CLI is involved, and no shell parses a path or sees a file's content.
+See `DockerExecutor` for what it guarantees.
 """
 
 from __future__ import annotations

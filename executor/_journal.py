@@ -30,8 +30,9 @@ The life of a key in the journal:
 `SqliteJournal` is the embedded default: one SQLite file in WAL mode, every
 change one transaction, claims taken under `BEGIN IMMEDIATE`, so several
 processes on one machine can share it and a crash at any instant leaves it
-consistent. A process's liveness is judged by its pid, its start time and the
-machine's boot id, so a reused pid or a reboot is not mistaken for the owner.
+consistent. A process's liveness is judged by its pid, its start time, its
+pid namespace and the machine's boot id, so a reused pid or a reboot is not
+mistaken for the owner.
 """
 
 from __future__ import annotations
@@ -475,11 +476,20 @@ class Journal(Protocol):
 
 
 def _boot_id() -> str:
+    """Which boot of which machine, and which pid namespace: `BOOT/NAMESPACE`.
+
+    A pid means something only within its namespace (a container has its own).
+    """
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip()
+            boot = f.read().strip()
     except OSError:
-        return f"boot-{psutil.boot_time():.0f}"
+        boot = f"boot-{psutil.boot_time():.0f}"
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = "pid:[?]"
+    return f"{boot}/{namespace}"
 
 
 @attrs.frozen
@@ -507,7 +517,13 @@ class _Process:
     def alive(self, owner: _Owner, token: str | None) -> bool:
         me = self.me()
         if owner.boot != me.boot:
-            return False
+            # Another boot: the machine rebooted since, and every process of
+            # then is gone. The same boot but another pid namespace (a
+            # container): its pid says nothing here. Taken for gone, its run
+            # could be run twice; taken for alive, a start waits for it
+            # (bounded by the caller's timeout) and a process in its namespace
+            # still sees it interrupted.
+            return owner.boot.partition("/")[0] == me.boot.partition("/")[0]
         if owner.pid == me.pid and owner.started == me.started:
             # Ours: alive while one of our tasks still holds the claim.
             return token in self.active
@@ -661,11 +677,12 @@ class SqliteJournal:
     pruning, listing, an output over 256 KiB) runs in a worker thread, off
     the event loop.
 
-    The processes sharing a journal must be on one machine and see each
-    other's pids (one pid namespace): a run's owner is judged alive by its
-    pid, so a process in another container would take a live run for an
-    interrupted one. WAL needs memory shared through the file system, so the
-    file must not be on a network file system. It is created readable by its
+    The processes sharing a journal must be on one machine, and the file
+    must not be on a network file system (WAL needs memory shared through
+    it). A run's owner is judged alive by its pid, so a run held by a
+    process in another pid namespace (another container) cannot be judged:
+    it counts as running, never as interrupted, and its interruption is seen
+    only from its own namespace. It is created readable by its
     owner alone (its folder too, when made here): it holds commands and
     their output.
 

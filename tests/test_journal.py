@@ -355,12 +355,36 @@ async def test_a_run_is_interrupted_once_its_process_is_gone(path: Path) -> None
 
 
 async def test_a_reused_pid_or_a_reboot_is_not_the_owner(path: Path) -> None:
-    """An owner with our pid but another start time, or another boot id, counts as gone."""
+    """An owner with our pid but another start time, or another boot id, counts as gone.
+
+    A pid that is gone counts as gone too, unless it is of another pid
+    namespace on this machine (a container), where it cannot be looked up.
+    """
     async with SqliteJournal(path) as journal:
-        keys = [IdempotencyKey.new() for _ in range(3)]
+        keys = [IdempotencyKey.new() for _ in range(5)]
+        claims = []
         for key in keys:
             claim = await journal.claim(key, kind="command", name="x", fingerprint="f")
             assert claim.status == "run"
+            claims.append(claim)
+        boot = journal._call(
+            lambda conn: conn.execute(
+                "SELECT owner_boot FROM runs WHERE key = ?", (str(keys[0]),)
+            ).fetchone()[0]
+        )
+        assert boot.partition("/")[2].startswith("pid:[")
+        no_such_pid = 2**22 + 1  # above the kernel's pid_max limit
+        journal._call(
+            lambda conn: conn.execute(
+                "UPDATE runs SET owner_pid = ?, owner_boot = ? WHERE key = ?",
+                (no_such_pid, boot.partition("/")[0] + "/pid:[1]", str(keys[3])),
+            )
+        )
+        journal._call(
+            lambda conn: conn.execute(
+                "UPDATE runs SET owner_pid = ? WHERE key = ?", (no_such_pid, str(keys[4]))
+            )
+        )
         journal._call(
             lambda conn: conn.execute(
                 "UPDATE runs SET owner_started = owner_started - 100 WHERE key = ?",
@@ -373,7 +397,8 @@ async def test_a_reused_pid_or_a_reboot_is_not_the_owner(path: Path) -> None:
             )
         )
         states = [entry.state for key in keys if (entry := await journal.get(key)) is not None]
-        assert states == ["interrupted", "interrupted", "running"]
+        assert states == ["interrupted", "interrupted", "running", "running", "interrupted"]
+        await journal.abandon(claims[2], ran=False)
 
 
 async def test_claims_racing_on_one_key_let_exactly_one_run(path: Path) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,12 +49,20 @@ def say(event: str, **fields: Any) -> None:
 
 
 class AnnouncingJournal(SqliteJournal):
-    """A SqliteJournal that says when a claim and a final are on disk."""
+    """A SqliteJournal that says when a claim and a final are on disk.
+
+    With `stop_after_claim`, the process stops itself (SIGSTOP) once its claim
+    is recorded, before the command starts, for the test to kill it there.
+    """
+
+    stop_after_claim = False
 
     async def claim(self, key: IdempotencyKey, **kwargs: Any) -> Claim:
         """Claim, then say so."""
         claim = await super().claim(key, **kwargs)
         say("claimed", status=claim.status)
+        if self.stop_after_claim:
+            os.kill(os.getpid(), signal.SIGSTOP)
         return claim
 
     async def complete(self, claim: Claim, outcome: Outcome) -> None:
@@ -106,6 +115,7 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("tool"):
         return await run_tool(spec)
     journal = AnnouncingJournal(spec["journal"])
+    journal.stop_after_claim = bool(spec.get("stop_after_claim"))
     workdir = Path(spec["workdir"])
     try:
         async with LocalExecutor(workdir, kill_grace=0.2) as local:

@@ -20,7 +20,9 @@ import dataclasses
 import enum
 import hashlib
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping
+import types
+import typing
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -296,12 +298,44 @@ def decode_value(text: str, annotation: Any) -> Any:
     """
     data = json.loads(text)
     try:
-        structured = attrs.has(annotation) or dataclasses.is_dataclass(annotation)
-        if isinstance(annotation, type) and isinstance(data, dict) and structured:
-            return annotation(**data)
-        return convert(data, annotation)
-    except (InvalidArgument, TypeError, ValueError) as error:
+        return _structure(data, annotation)
+    except (InvalidArgument, TypeError, ValueError, NameError) as error:
         raise JournalError(f"the stored final does not fit {annotation!r}: {error}") from error
+
+
+_SEQUENCES = (list, tuple, set, frozenset, Sequence)
+
+
+def _structure(data: Any, annotation: Any) -> Any:
+    """`data` as `annotation`, building attrs classes and dataclasses at any depth.
+
+    `convert` does the rest (scalars, enums, pydantic models); containers and
+    unions are walked here so that a structured class inside one is built too.
+    """
+    if isinstance(annotation, type) and (
+        attrs.has(annotation) or dataclasses.is_dataclass(annotation)
+    ):
+        if not isinstance(data, dict):
+            raise InvalidArgument(data, f"expected an object for {annotation.__name__}")
+        hints = typing.get_type_hints(annotation)
+        return annotation(**{k: _structure(v, hints.get(k, Any)) for k, v in data.items()})
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        rules = []
+        for option in args:
+            try:
+                return _structure(data, option)
+            except (InvalidArgument, TypeError, ValueError) as error:
+                rules.append(str(error))
+        raise InvalidArgument(data, " or ".join(rules))
+    if args and origin in _SEQUENCES and isinstance(data, list):
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            return tuple(_structure(item, arg) for item, arg in zip(data, args, strict=True))
+        items = [_structure(item, args[0]) for item in data]
+        return items if origin in (list, Sequence) else origin(items)
+    if args and origin in (dict, Mapping) and isinstance(data, dict):
+        return {key: _structure(value, args[1]) for key, value in data.items()}
+    return convert(data, annotation)
 
 
 def tool_fingerprint(name: str, input: Any) -> str:

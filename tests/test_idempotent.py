@@ -384,6 +384,34 @@ class Count(StreamingTool[str, str, Tally]):
         return TaskHandle(run)
 
 
+@attrs.frozen
+class Release:
+    """A nested attrs final value: structured values inside containers and optionals."""
+
+    level: Level
+    tallies: tuple[Tally, ...]
+    best: Tally | None
+    by_name: dict[str, list[Tally]]
+
+
+class Publish(StreamingTool[str, str, Release]):
+    """An idempotent tool with a nested final value."""
+
+    name = "publish"
+    idempotent = True
+
+    async def start(self, input: str) -> StreamingToolHandle[str, Release]:
+        """Start publishing."""
+
+        async def run(channel: ToolChannel[str]) -> Release:
+            tally = Tally(count=len(input), label=input)
+            return Release(
+                level=Level.HIGH, tallies=(tally, tally), best=tally, by_name={input: [tally]}
+            )
+
+        return TaskHandle(run)
+
+
 class Plain(StreamingTool[str, str, str]):
     """Not idempotent."""
 
@@ -444,6 +472,19 @@ async def test_an_attrs_final_survives_the_journal(journal: SqliteJournal) -> No
         async with StreamingToolSession(Count(), "hello", journal=journal, key=key) as session:
             result = await session.finalize()
         assert result.final == Tally(count=5, label="hello")
+
+
+async def test_a_nested_final_comes_back_equal(journal: SqliteJournal) -> None:
+    """Values of attrs classes inside tuples, optionals and dicts (enums too) are rebuilt."""
+    key = IdempotencyKey.new()
+    finals = []
+    for _ in range(2):
+        async with StreamingToolSession(Publish(), "v1", journal=journal, key=key) as session:
+            finals.append((await session.finalize()).final)
+    assert session.recovered
+    assert finals[1] == finals[0]
+    assert isinstance(finals[1].by_name["v1"][0], Tally)
+    assert finals[1].level is Level.HIGH
 
 
 async def test_a_tool_left_unfinished_is_interrupted(scan: Scan, journal: SqliteJournal) -> None:

@@ -40,6 +40,7 @@ from executor._output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
 from executor._session import ProcessSession
 
 __all__ = [
+    "LABEL_KEEP",
     "LABEL_MANAGED",
     "LABEL_OWNER",
     "DockerExecutor",
@@ -52,6 +53,8 @@ LABEL_MANAGED: Final = "io.executor.managed"
 """Label on every container a `DockerExecutor` creates."""
 LABEL_OWNER: Final = "io.executor.owner"
 """Label naming the process that created the container: `host:pid:start-time`."""
+LABEL_KEEP: Final = "io.executor.keep"
+"""Label on a container made with `keep=True`: `docker gc` leaves it (unless `--all`)."""
 # The variable every process of a command inherits: how the kill finds them.
 TREE_VARIABLE: Final = "EXECUTOR_DOCKER_TREE"
 
@@ -364,7 +367,12 @@ class DockerExecutor(ToolExecutor):
             "Entrypoint": ["/bin/sh", "-c", _KEEPALIVE],
             "Cmd": [],
             "WorkingDir": self.workdir,
-            "Labels": {**self.labels, LABEL_MANAGED: "1", LABEL_OWNER: owner_label()},
+            "Labels": {
+                **self.labels,
+                LABEL_MANAGED: "1",
+                LABEL_OWNER: owner_label(),
+                **({LABEL_KEEP: "1"} if self.keep else {}),
+            },
             "HostConfig": host_config,
             "NetworkDisabled": self.network == "none",
         }
@@ -1431,7 +1439,8 @@ async def collect_garbage(docker_host: str | None = None, *, everything: bool = 
     Args:
         docker_host: The engine's address; default `DOCKER_HOST`.
         everything: Remove every container labelled as ours, owner alive or not
-            (also those made on other hosts, whose owner cannot be checked).
+            (also those made on other hosts, whose owner cannot be checked, and
+            those made with `keep=True`, which are otherwise left).
 
     Returns:
         The ids of the containers removed.
@@ -1446,8 +1455,9 @@ async def collect_garbage(docker_host: str | None = None, *, everything: bool = 
             query={"all": True, "filters": {"label": [LABEL_MANAGED]}},
         )
         for container in containers:
-            owner = str(container.get("Labels", {}).get(LABEL_OWNER, ""))
-            if not everything and _owner_alive(owner) is not False:
+            labels = container.get("Labels") or {}
+            owner = str(labels.get(LABEL_OWNER, ""))
+            if not everything and (LABEL_KEEP in labels or _owner_alive(owner) is not False):
                 continue
             await api.request(
                 "DELETE",

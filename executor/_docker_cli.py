@@ -27,15 +27,15 @@ def add_docker_parser(commands: Any) -> None:
         help="remove containers whose owner process is gone",
         description=(
             "Remove the containers labelled as DockerExecutor's whose owner process (on "
-            "this host) no longer runs, and print their ids. The engine is the one "
-            "DOCKER_HOST names."
+            "this host) no longer runs, except those made with keep=True, and print "
+            "their ids. The engine is the one DOCKER_HOST names."
         ),
     )
     gc.add_argument("--host", help="the engine's address (default: DOCKER_HOST)")
     gc.add_argument(
         "--all",
         action="store_true",
-        help="remove every labelled container, also of live owners and other hosts",
+        help="remove every labelled container: also kept ones, of live owners, of other hosts",
     )
 
 

@@ -432,6 +432,22 @@ async def test_killed_owner_leaves_a_container_that_gc_removes(tmp_path: Path) -
     assert await collect_garbage() == []
 
 
+async def test_gc_leaves_kept_containers() -> None:
+    """A container made with keep=True is not garbage.
+
+    `gc --all` is not run here: it would remove the containers of every test
+    process that shares the engine.
+    """
+    async with DockerExecutor(BUSYBOX_IMAGE, keep=True) as ex:
+        kept = ex.container_id
+    assert kept is not None
+    try:
+        assert kept not in await collect_garbage()
+        assert kept in our_containers()
+    finally:
+        docker("rm", "-f", kept, check=False)
+
+
 # --- commands -------------------------------------------------------------------
 
 

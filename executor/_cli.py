@@ -21,7 +21,7 @@ import anyio.abc
 from executor._commands import Command
 from executor._docker_cli import add_docker_parser, run_docker_command
 from executor._errors import CommandError, InvalidArgument, NonZeroExit, TimedOut
-from executor._journal import add_journal_parser, run_journal_command
+from executor._journal_cli import add_journal_parser, run_journal_command
 from executor._local import LocalExecutor
 from executor._output import Chunk, Stdout
 

@@ -68,6 +68,9 @@ def add_journal_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "--max-age", type=_duration, help="older than this (3600, 90m, 12h, 30d; default 30d)"
     )
     prune.add_argument("--max-entries", type=_positive_int, help="keep only the newest N finals")
+    for action in (listing, show, prune):
+        # Taken after the action too; SUPPRESS leaves a --path given before it alone.
+        action.add_argument("--path", default=argparse.SUPPRESS, help="the journal file")
 
 
 def _summary(entry: JournalEntry) -> dict[str, Any]:

@@ -615,7 +615,7 @@ def check_cli(path: Path, ok: IdempotencyKey, failed: IdempotencyKey, cut: Idemp
     assert "NonZeroExit (exit 0)" in lines[1]
     assert lines[2].endswith("git push")
 
-    as_json = cli("--path", str(path), "list", "--json", "--state", "final")
+    as_json = cli("list", "--json", "--state", "final", "--path", str(path))
     rows = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert [(row["key"], row["outcome"]) for row in rows] == [
         (str(failed), "NonZeroExit"),

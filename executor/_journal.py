@@ -57,7 +57,6 @@ from uuid import UUID
 import anyio
 import anyio.lowlevel
 import attrs
-import psutil
 
 from executor._errors import (
     CommandError,
@@ -479,7 +478,9 @@ def _boot_id() -> str:
         with open("/proc/sys/kernel/random/boot_id") as f:
             boot = f.read().strip()
     except OSError:
-        boot = f"boot-{psutil.boot_time():.0f}"
+        # Not a boot time: it moves when the clock is set. Without a boot id a
+        # reboot goes unseen here, and the start time (below) tells owners apart.
+        boot = "boot-unknown"
     try:
         namespace = os.readlink("/proc/self/ns/pid")
     except OSError:
@@ -491,7 +492,27 @@ def _boot_id() -> str:
 class _Owner:
     boot: str
     pid: int
-    started: float
+    started: float  # clock ticks from boot to the process's start: see `_started`
+
+
+def _started(pid: int) -> float | None:
+    """When process `pid` started, in clock ticks since boot; `None` if it is gone or a zombie.
+
+    Ticks since boot, not a wall-clock time (as `psutil` gives): that is
+    computed from a boot time that moves when the clock is set, so two
+    processes reading it on either side of a clock step would disagree on
+    one start time, and a live owner would be taken for a reused pid.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The command name, in parentheses, may hold spaces: count from its end.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if fields[0] == b"Z":
+        return None
+    return float(fields[19])  # field 22 of proc(5), "starttime"
 
 
 class _Process:
@@ -506,7 +527,9 @@ class _Process:
 
     def me(self) -> _Owner:
         if self._me is None or self._me.pid != os.getpid():
-            self._me = _Owner(_boot_id(), os.getpid(), psutil.Process().create_time())
+            started = _started(os.getpid())
+            assert started is not None  # this process is running
+            self._me = _Owner(_boot_id(), os.getpid(), started)
         return self._me
 
     def alive(self, owner: _Owner, token: str | None) -> bool:
@@ -522,13 +545,8 @@ class _Process:
         if owner.pid == me.pid and owner.started == me.started:
             # Ours: alive while one of our tasks still holds the claim.
             return token in self.active
-        try:
-            process = psutil.Process(owner.pid)
-            if abs(process.create_time() - owner.started) > 0.01:
-                return False  # the pid was reused
-            return process.status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            return False
+        # Another start time under the pid: the owner is gone, and the pid reused.
+        return _started(owner.pid) == owner.started
 
 
 _PROCESS = _Process()

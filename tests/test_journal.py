@@ -340,10 +340,15 @@ async def test_a_run_is_interrupted_once_its_process_is_gone(path: Path) -> None
             )
             assert claim.status == "running"
             holder.kill()
-            holder.wait(LIMIT)
+            # Dead but not reaped yet (a zombie): gone already.
+            stat = Path(f"/proc/{holder.pid}/stat")
+            with anyio.fail_after(LIMIT):
+                while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    await anyio.sleep(0.005)
             entry = await journal.get(key)
             assert entry is not None
             assert entry.state == "interrupted"
+            holder.wait(LIMIT)
             assert await journal.entries(state="interrupted") == [entry]
             assert await journal.entries(state="running") == []
     finally:

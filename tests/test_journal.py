@@ -228,7 +228,7 @@ async def test_the_wal_is_checkpointed_off_the_event_loop(path: Path) -> None:
         assert fast is not None
         assert fast.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
         wal = path.with_name(path.name + "-wal")
-        assert wal.stat().st_size < 6_000_000
+        assert wal.stat().st_size < 8_000_000  # without checkpoints: over 14 MB
         assert await journal.integrity_check() == ["ok"]
 
 

@@ -65,6 +65,8 @@ _RESERVED_CHANNELS: Final = 2
 # times, after 10 ms, 20 ms, ... (2.1 s in all).
 _CHANNEL_RETRIES: Final = 20
 _CHANNEL_RETRY_DELAY: Final = 0.01
+# The codes of those refusals: OPEN_ADMINISTRATIVELY_PROHIBITED, OPEN_CONNECT_FAILED.
+_REFUSED_AT_LIMIT: Final = frozenset({1, 2})
 # Seconds a kill, a signal or the close of the connection may take beyond
 # the grace period before the executor stops waiting for the peer.
 _REMOTE_SLACK: Final = 5.0
@@ -72,15 +74,19 @@ _REMOTE_SLACK: Final = 5.0
 _FILE_BLOCK: Final = 1 << 18
 # How often the kill script looks for survivors during the grace period.
 _KILL_POLL: Final = 0.02
+# How many times a kill looks again for a command that has only just started.
+_SETTLE_POLLS: Final = 25
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-# Run as `sh -c KILL sh PATTERN POLLS`: end every process whose environment
+# Run as `sh -c KILL sh PATTERN POLLS SETTLE`: end every process whose environment
 # has an entry matching PATTERN (a basic regex), every descendant of those
 # (also one that dropped the variable and left the group and the session),
 # and every process group one of them leads. TERM (and CONT, so stopped ones
 # act on it), up to POLLS polls of the grace period, then KILL until none is
 # left. Zombies are dead already. Only builtins run per process; grep and
-# awk run once per look.
+# awk run once per look. With nothing found, it looks again up to SETTLE
+# times first: a command that has just started carries the tag only once
+# the login shell has run its line and exec'd the program.
 _KILL_SCRIPT: Final = r"""
 find_tree() {
   tagged=$(grep -lz -e "$1" /proc/[0-9]*/environ 2>/dev/null)
@@ -108,6 +114,12 @@ find_tree() {
     }'
 }
 t=$(find_tree "$1")
+i=0
+while [ -z "$t" ] && [ "$i" -lt "$3" ]; do
+  sleep 0.02
+  t=$(find_tree "$1")
+  i=$((i + 1))
+done
 [ -n "$t" ] || exit 0
 kill -s TERM -- $t 2>/dev/null
 kill -s CONT -- $t 2>/dev/null
@@ -518,7 +530,9 @@ class SshExecutor(ToolExecutor):
             self._channels = anyio.CapacityLimiter(self.max_sessions - _RESERVED_CHANNELS)
         return self._channels
 
-    async def _open_channel(self, line: str, *, pty: bool = False) -> tuple[Any, CommandChannel]:
+    async def _open_channel(
+        self, line: str, tag: str, *, pty: bool = False
+    ) -> tuple[Any, CommandChannel]:
         """Open a channel running `line`, waiting for a free one of `max_sessions`.
 
         The channel holds its slot until the server has closed it (sshd counts
@@ -529,14 +543,16 @@ class SshExecutor(ToolExecutor):
         token = object()
         await limiter.acquire_on_behalf_of(token)
         try:
-            channel, session = await self._open_channel_in_slot(line, pty=pty)
+            channel, session = await self._open_channel_in_slot(line, tag, pty=pty)
         except BaseException:
             limiter.release_on_behalf_of(token)
             raise
         session.on_closed(lambda: limiter.release_on_behalf_of(token))
         return channel, session
 
-    async def _open_channel_in_slot(self, line: str, *, pty: bool) -> tuple[Any, CommandChannel]:
+    async def _open_channel_in_slot(
+        self, line: str, tag: str, *, pty: bool
+    ) -> tuple[Any, CommandChannel]:
         from executor._ssh_remote import CommandChannel, asyncssh
 
         terminal: dict[str, Any] = {"term_type": "xterm", "term_size": (80, 24)} if pty else {}
@@ -554,12 +570,10 @@ class SshExecutor(ToolExecutor):
                 if attempt == 1 and connection.is_closed():
                     failed = connection
                     continue
-                if (
-                    error.code == asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED
-                    and refusals < _CHANNEL_RETRIES
-                ):
-                    # At its MaxSessions: sshd may still count a channel that
-                    # just closed, until the command's process is reaped.
+                if error.code in _REFUSED_AT_LIMIT and refusals < _CHANNEL_RETRIES:
+                    # At its MaxSessions: sshd still counts a channel that has
+                    # just closed until its main loop has cleaned it up (OpenSSH
+                    # reports that as "connect failed", others as "prohibited").
                     refusals += 1
                     await anyio.sleep(_CHANNEL_RETRY_DELAY * refusals)
                     continue
@@ -573,6 +587,10 @@ class SshExecutor(ToolExecutor):
                     failed = connection
                     continue
                 raise ExecutorError(f"the connection to {self._where()} failed: {error}") from error
+            except BaseException:
+                # Cancelled with the request on its way: the server may start the command.
+                await run_to_completion(lambda: self._kill(tag, settle=True))
+                raise
             assert isinstance(session, CommandChannel)
             return channel, session
 
@@ -743,25 +761,31 @@ class SshExecutor(ToolExecutor):
         line, tag = await self._prepare(cmd, argv)
         started = anyio.current_time()
         self._started = True
-        channel, session = await self._open_channel(line)
+        channel, session = await self._open_channel(line, tag)
         run = _ChannelRun(self, channel, session, tag, sink, started)
         return self._checked(await run.run(self._timeout(cmd), stdin=stdin))
 
     def _checked(self, output: CommandOutput) -> CommandOutput:
         """Return `output` of a finished command, or raise what its exit means."""
         if output.exit_code:
-            if self._closed and output.signal is not None:
+            if self._closed:
+                # aclose() killed it; a shell whose child was killed first
+                # reports that as an exit code, not a signal.
                 raise ExecutorError("the executor was closed while the command ran", output)
             raise NonZeroExit(_failure_message(output), output)
         return output
 
-    async def _kill(self, tag: str, grace: float | None = None) -> None:
-        """Kill the remote tree tagged `tag` through a channel of its own."""
+    async def _kill(self, tag: str, grace: float | None = None, *, settle: bool = False) -> None:
+        """Kill the remote tree tagged `tag` through a channel of its own.
+
+        `settle`: the command may have only just started, so an empty search
+        is repeated for a moment before it counts as nothing to kill.
+        """
         try:
             connection = await self._connect()
         except ExecutorError:
             return  # No way to reach the host; nothing more can be done from here.
-        await self._kill_on(connection, tag, prefix=False, grace=grace)
+        await self._kill_on(connection, tag, prefix=False, grace=grace, settle=settle)
 
     async def _signal_group(self, tag: str, number: int) -> None:
         """Send signal `number` to the process group of the command tagged `tag`."""
@@ -775,19 +799,27 @@ class SshExecutor(ToolExecutor):
                 await connection.run(line, check=False)
 
     async def _kill_on(
-        self, connection: Any, tag: str, *, prefix: bool, grace: float | None = None
+        self,
+        connection: Any,
+        tag: str,
+        *,
+        prefix: bool,
+        grace: float | None = None,
+        settle: bool = False,
     ) -> None:
         # The tag holds only hex digits, ":" and "/": nothing a basic regex treats specially.
         pattern = f"^{TREE_VARIABLE}={tag}" + ("/" if prefix else "$")
         grace = self.kill_grace if grace is None else grace
         polls = math.ceil(grace / _KILL_POLL)
-        line = shlex.join(["sh", "-c", _KILL_SCRIPT, "sh", pattern, str(polls)])
+        settles = _SETTLE_POLLS if settle else 0
+        line = shlex.join(["sh", "-c", _KILL_SCRIPT, "sh", pattern, str(polls), str(settles)])
         if self._kill_lock is None:
             self._kill_lock = anyio.Lock()
         # One kill at a time: they share the one channel kept free for them.
         async with self._kill_lock:
             # Bounded: a peer that stopped answering must not hold the caller forever.
-            with contextlib.suppress(Exception), anyio.move_on_after(grace + _REMOTE_SLACK):
+            slack = _REMOTE_SLACK + settles * _KILL_POLL
+            with contextlib.suppress(Exception), anyio.move_on_after(grace + slack):
                 await connection.run(line, check=False)
 
     # --- files ---------------------------------------------------------------
@@ -890,11 +922,14 @@ class _ChannelRun:
 
         """
         channel, session = self._channel, self._session
-        if stdin:
-            channel.write(stdin)
-        if close_input:
-            # Without stdin the command reads an empty one at once.
-            channel.write_eof()
+        # A command that ended already (the server closed the channel) did
+        # not want its input: what it did not take is its choice, as locally.
+        with contextlib.suppress(BrokenPipeError):
+            if stdin:
+                channel.write(stdin)
+            if close_input:
+                # Without stdin the command reads an empty one at once.
+                channel.write_eof()
         timed_out = False
         try:
             with anyio.move_on_after(math.inf if timeout is None else timeout):
@@ -943,7 +978,8 @@ class _ChannelRun:
             await session.wait()
 
     async def _kill(self) -> None:
-        await self._executor._kill(self._tag)
+        # Not exited yet: it may have only just started, and not carry its tag yet.
+        await self._executor._kill(self._tag, settle=not self._session.ended)
 
     def _output(self) -> CommandOutput:
         session = self._session

@@ -11,6 +11,7 @@ tag (see `executor._ssh`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +55,7 @@ class SshSession(ProcessSession):
         started = anyio.current_time()
         executor._started = True
         # The channel holds one of the connection's slots until it is closed.
-        channel, session = await executor._open_channel(line, pty=self.pty)
+        channel, session = await executor._open_channel(line, tag, pty=self.pty)
         from executor._ssh import _ChannelRun
 
         self._tag = tag
@@ -73,14 +74,18 @@ class SshSession(ProcessSession):
         view = memoryview(data)
         while view and not session.closed:
             # One window's worth at a time, waiting while the send buffer is full.
-            channel.write(bytes(view[: 1 << 16]))
+            try:
+                channel.write(bytes(view[: 1 << 16]))
+            except BrokenPipeError:
+                return  # The command ended: what it did not take is its choice.
             view = view[1 << 16 :]
             await session.drain()
 
     async def _close_input(self) -> None:
         session = self._session
         if session is not None and not session.closed:
-            self._channel.write_eof()
+            with contextlib.suppress(BrokenPipeError):
+                self._channel.write_eof()
 
     async def _signal(self, signal: int) -> None:
         session, tag = self._session, self._tag
@@ -91,11 +96,14 @@ class SshSession(ProcessSession):
     async def _resize(self, cols: int, rows: int) -> None:
         session = self._session
         if session is not None and not session.closed:
-            self._channel.change_terminal_size(cols, rows)
+            with contextlib.suppress(BrokenPipeError):
+                self._channel.change_terminal_size(cols, rows)
 
     async def _terminate(self, grace: float | None = None) -> None:
         if self._tag is not None:
-            await self._executor._kill(self._tag, grace)
+            session = self._session
+            settle = session is not None and not session.ended and not session.closed
+            await self._executor._kill(self._tag, grace, settle=settle)
 
     async def _release(self) -> None:
         if self._channel is not None:

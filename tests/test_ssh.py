@@ -668,3 +668,19 @@ async def test_keepalives_notice_a_silent_peer(ssh_server: SshServer) -> None:
         finally:
             os.kill(first, signal.SIGKILL)
     assert second != first
+
+
+async def test_cancellation_at_any_moment_leaves_nothing(ex: SshExecutor) -> None:
+    """Cancelled while its channel opens or while it runs, a command leaves no remote process."""
+    await ex.exec_cmd(Command.shell("true"))  # connected: the steps below cancel commands only
+    for step in range(40):
+        with anyio.move_on_after(step * 0.0003):
+            await ex.exec_cmd(Command.shell("sleep 300"))
+    # Before aclose(): every process this test process started over SSH (sshd
+    # runs on this host) but the checking shell itself, which carries a tag too.
+    pattern = f"^EXECUTOR_PROCESS_TREE={os.getpid()}:"
+    left = await ex.exec_cmd(
+        Command.shell(f"grep -lz '{pattern}' /proc/[0-9]*/environ; echo self=$$")
+    )
+    lines = left.stdout.decode().split()
+    assert lines[:-1] == [f"/proc/{lines[-1].removeprefix('self=')}/environ"]

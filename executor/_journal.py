@@ -1321,9 +1321,14 @@ async def acquire(
             return claim
         if claim.status == "interrupted":
             raise RunInterrupted(claim.entry)
-        # Someone else runs it: its final will answer us too.
-        await anyio.sleep(delay)
-        delay = min(delay * 2, _WAIT_MAX)
+        # Someone else runs it: its final will answer us too. Looked for with
+        # reads, which take no lock from the run's own final.
+        while True:
+            await anyio.sleep(delay)
+            delay = min(delay * 2, _WAIT_MAX)
+            entry = await journal.get(key)
+            if entry is None or entry.state != "running":
+                break
 
 
 async def settle(journal: Journal, claim: Claim, outcome: Outcome | None, *, ran: bool) -> None:

@@ -671,6 +671,33 @@ def _create_private(path: Path) -> None:
     os.close(fd)
 
 
+def _text_in(text: str | None) -> str | bytes | None:
+    """`text` as SQLite can store it: as it is, or as bytes if it holds lone surrogates.
+
+    A command line or a message may carry bytes that are not UTF-8 (as
+    surrogate escapes); SQLite text must be UTF-8, so such text is kept as a
+    BLOB of its exact code points, which `_text_out` reads back.
+    """
+    if text is None:
+        return None
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+    return text
+
+
+@typing.overload
+def _text_out(stored: str | bytes) -> str: ...
+@typing.overload
+def _text_out(stored: str | bytes | None) -> str | None: ...
+def _text_out(stored: str | bytes | None) -> str | None:
+    """What `_text_in` stored, as the text it was."""
+    if isinstance(stored, bytes):
+        return stored.decode("utf-8", "surrogatepass")
+    return stored
+
+
 def _utc(timestamp: float) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(timestamp, tz=datetime.UTC)
 
@@ -957,7 +984,11 @@ class SqliteJournal:
                     truncated=bool(truncated),
                 )
             outcome = Outcome(
-                kind=outcome_kind, output=output, message=message, timeout=timeout, value=value
+                kind=outcome_kind,
+                output=output,
+                message=_text_out(message),
+                timeout=timeout,
+                value=_text_out(value),
             )
             state = "final"
         elif owner_pid is not None and _PROCESS.alive(
@@ -969,7 +1000,7 @@ class SqliteJournal:
         return JournalEntry(
             key=IdempotencyKey(key),
             kind=kind,
-            name=name,
+            name=_text_out(name),
             fingerprint=fingerprint,
             state=state,
             started=_utc(started),
@@ -1042,7 +1073,17 @@ class SqliteJournal:
                 conn.execute(
                     "INSERT INTO runs (key, kind, name, fingerprint, started, owner_boot, "
                     "owner_pid, owner_started, owner_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (str(key), kind, name, fingerprint, now, me.boot, me.pid, me.started, token),
+                    (
+                        str(key),
+                        kind,
+                        _text_in(name),
+                        fingerprint,
+                        now,
+                        me.boot,
+                        me.pid,
+                        me.started,
+                        token,
+                    ),
                 )
                 conn.execute("COMMIT")
                 entry = JournalEntry(
@@ -1118,7 +1159,7 @@ class SqliteJournal:
             (
                 time.time(),
                 outcome.kind,
-                outcome.message,
+                _text_in(outcome.message),
                 outcome.timeout,
                 output is not None,
                 encode_chunks(output.chunks) if output is not None else None,
@@ -1126,7 +1167,7 @@ class SqliteJournal:
                 output.signal if output is not None else None,
                 output.duration if output is not None else None,
                 output.truncated if output is not None else None,
-                outcome.value,
+                _text_in(outcome.value),
                 str(claim.entry.key),
                 token,
             ),

@@ -73,6 +73,11 @@ def add_journal_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
         action.add_argument("--path", default=argparse.SUPPRESS, help="the journal file")
 
 
+def _shown(text: str) -> str:
+    """`text` fit for any terminal: bytes that were not UTF-8 shown as Python escapes."""
+    return text.encode("utf-8", "backslashreplace").decode()
+
+
 def _summary(entry: JournalEntry) -> dict[str, Any]:
     outcome = entry.outcome
     data: dict[str, Any] = {
@@ -138,7 +143,7 @@ async def _journal_command(journal: SqliteJournal, args: argparse.Namespace) -> 
             if outcome is not None and outcome.output is not None:
                 ended += f" (exit {outcome.output.exit_code})"
             started = entry.started.isoformat(sep=" ", timespec="seconds")
-            print(f"{entry.key}  {entry.state:<11}  {started}  {ended:<22}  {entry.name}")
+            print(f"{entry.key}  {entry.state:<11}  {started}  {ended:<22}  {_shown(entry.name)}")
         return 0
     if args.journal_command == "show":
         key = IdempotencyKey.parse(args.key)
@@ -153,7 +158,7 @@ async def _journal_command(journal: SqliteJournal, args: argparse.Namespace) -> 
         for name, value in details.items():
             if name in ("stdout", "stderr"):
                 continue
-            print(f"{name}: {value}")
+            print(f"{name}: {_shown(str(value))}")
         for name in ("stdout", "stderr"):
             if details.get(name):
                 print(f"--- {name}")

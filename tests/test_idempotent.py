@@ -23,6 +23,7 @@ from executor import (
     KeyedExecutor,
     LocalExecutor,
     NonZeroExit,
+    Outcome,
     PolicyDenied,
     ReadOnly,
     RunInterrupted,
@@ -143,6 +144,30 @@ async def test_a_large_output_is_kept_whole(idem: Idempotent, journal: SqliteJou
     assert entry is not None
     assert entry.outcome is not None
     assert entry.outcome.output == output
+
+
+async def test_text_that_is_not_utf8_is_kept_exactly(
+    idem: Idempotent, ex: LocalExecutor, journal: SqliteJournal
+) -> None:
+    """A command line with a byte that is not UTF-8 is journaled, and answered, as it was."""
+    odd = Command.shell("echo x >> marker; : \udcff; printf '\\376'")
+    key = IdempotencyKey.new()
+    output = await idem.keyed(key).exec_cmd(odd)
+    again = idem.keyed(key)
+    assert await again.exec_cmd(odd) == output
+    assert again.replayed
+    assert output.stdout == b"\xfe"
+    entry = await journal.get(key)
+    assert entry is not None
+    assert entry.name.endswith(": \udcff; printf '\\376'")
+    error = NonZeroExit("failed on \udcfe", CommandOutput(exit_code=1))
+    claim = await journal.claim(IdempotencyKey.new(), kind="command", name="x", fingerprint="f")
+    await journal.complete(claim, Outcome.of_error(error))
+    stored = await journal.get(claim.entry.key)
+    assert stored is not None
+    assert stored.outcome is not None
+    assert stored.outcome.message == "failed on \udcfe"
+    assert marks(ex) == 1
 
 
 async def test_file_commands_are_journaled_too(idem: Idempotent, ex: LocalExecutor) -> None:

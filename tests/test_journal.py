@@ -606,7 +606,8 @@ async def fill(path: Path, ok: IdempotencyKey, failed: IdempotencyKey, cut: Idem
         await journal.complete(claim, Outcome.of_output(output))
         claim = await journal.claim(failed, kind="command", name="make", fingerprint="f")
         await journal.complete(claim, Outcome.of_error(NonZeroExit("exit 2", output)))
-        claim = await journal.claim(cut, kind="command", name="deploy", fingerprint="f")
+        # A name with a byte that is not UTF-8 (a surrogate escape), as a command line may hold.
+        claim = await journal.claim(cut, kind="command", name="deploy \udcff", fingerprint="f")
         await journal.abandon(claim, ran=True)
 
 
@@ -617,6 +618,7 @@ def check_cli(path: Path, ok: IdempotencyKey, failed: IdempotencyKey, cut: Idemp
     lines = listed.stdout.splitlines()
     assert [line.split()[0] for line in lines] == [str(cut), str(failed), str(ok)]
     assert "interrupted" in lines[0]
+    assert lines[0].endswith("deploy \\udcff")
     assert "NonZeroExit (exit 0)" in lines[1]
     assert lines[2].endswith("git push")
 

@@ -932,14 +932,14 @@ class _ChannelRun:
                 channel.write_eof()
         timed_out = False
         try:
-            with anyio.move_on_after(math.inf if timeout is None else timeout):
-                await self._pump(until_exit=True)
-            if not session.ended and not session.closed:
+            deadline = anyio.current_time() + (math.inf if timeout is None else timeout)
+            if not await self._pump(until_exit=True, deadline=deadline):
                 timed_out = True
                 await run_to_completion(self._kill)
             # Output still on its way after the exit, while nothing else holds the pipes.
-            with anyio.move_on_after(self._executor.drain_timeout):
-                await self._pump(until_exit=False)
+            await self._pump(
+                until_exit=False, deadline=anyio.current_time() + self._executor.drain_timeout
+            )
         except BaseException:
             await run_to_completion(self._kill)
             raise
@@ -962,20 +962,33 @@ class _ChannelRun:
             )
         return output
 
-    async def _pump(self, *, until_exit: bool) -> None:
-        """Deliver chunks until the command exits (`until_exit`) or the channel's output ends."""
+    async def _pump(self, *, until_exit: bool, deadline: float) -> bool:
+        """Deliver chunks until the command exits (`until_exit`) or its output ends.
+
+        Returns False when `deadline` passed first. Only the waits for data
+        are cut short: a chunk being handed to the sink is never abandoned
+        midway, so the sink sees every chunk the output keeps.
+        """
         session = self._session
         sink = self._sink
+
+        def finished() -> bool:
+            return session.closed or (session.ended and (until_exit or session.eof))
+
         while True:
             while (chunk := session.take()) is not None:
                 self._buffer.append(chunk)
                 if sink is not None:
                     await call_sink(sink, chunk)
-            if session.closed or (session.eof and session.ended):
-                return
-            if until_exit and session.ended:
-                return
-            await session.wait()
+                if anyio.current_time() >= deadline and not finished():
+                    return False  # A flood that never pauses still meets its deadline.
+            if finished():
+                return True
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                return False
+            with anyio.move_on_after(remaining):
+                await session.wait()
 
     async def _kill(self) -> None:
         # Not exited yet: it may have only just started, and not carry its tag yet.

@@ -684,3 +684,17 @@ async def test_cancellation_at_any_moment_leaves_nothing(ex: SshExecutor) -> Non
     )
     lines = left.stdout.decode().split()
     assert lines[:-1] == [f"/proc/{lines[-1].removeprefix('self=')}/environ"]
+
+
+async def test_slow_sink_sees_every_chunk_after_the_exit(ex: SshExecutor) -> None:
+    """A chunk that arrives after the exit reaches a slow sink whole: the drain never cuts it."""
+    seen: list[bytes] = []
+
+    async def sink(chunk: Chunk) -> None:
+        if b"late" in chunk.data:
+            await anyio.sleep(0.4)  # longer than the drain period (0.1 s)
+        seen.append(chunk.data)
+
+    script = "echo early; (sleep 0.05; echo late) &"
+    output = await ex.exec_cmd_streaming(Command.shell(script), sink)
+    assert b"".join(seen) == output.stdout == b"early\nlate\n"

@@ -698,3 +698,14 @@ async def test_slow_sink_sees_every_chunk_after_the_exit(ex: SshExecutor) -> Non
     script = "echo early; (sleep 0.05; echo late) &"
     output = await ex.exec_cmd_streaming(Command.shell(script), sink)
     assert b"".join(seen) == output.stdout == b"early\nlate\n"
+
+
+async def test_flood_meets_its_timeout(ssh_server: SshServer) -> None:
+    """A command that floods without pause is still killed at its timeout."""
+    async with connect(ssh_server, output_limit=1 << 16) as ex:
+        started = time.monotonic()
+        with pytest.raises(TimedOut) as caught:
+            await ex.exec_cmd(Command.shell("yes flood").with_timeout(1))
+        assert time.monotonic() - started < 10
+    assert caught.value.output.truncated
+    assert caught.value.output.stdout.startswith(b"flood\nflood\n")

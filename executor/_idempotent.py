@@ -271,7 +271,12 @@ def _plain(value: Any) -> Any:
         return value.value
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
+    if isinstance(value, set | frozenset):
+        # In a set order is hash order, which differs between processes (str
+        # hashes are salted): sorted, one input has one fingerprint everywhere.
+        items = [_plain(item) for item in value]
+        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True, default=repr))
+    if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
     return value
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import enum
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -612,3 +615,27 @@ async def test_a_start_that_fails_is_forgotten_and_a_cancelled_one_interrupted(
     entry = await journal.get(cut)
     assert entry is not None
     assert entry.state == "interrupted"
+
+
+FINGERPRINT = """
+from executor._idempotent import tool_fingerprint
+tags = {"alpha", "beta", "gamma", "delta", "epsilon"}
+print(list(tags), tool_fingerprint("t", {"tags": tags}))
+"""
+
+
+def test_a_set_in_a_tool_input_has_one_fingerprint_in_every_process() -> None:
+    """Set order follows salted str hashes; the fingerprint must not, or recovery would fail."""
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", FINGERPRINT],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout.rsplit(" ", 1)
+        for seed in (1, 2)  # fixed seeds, known to order this set apart
+    ]
+    assert runs[0][0] != runs[1][0]  # the processes did order the set apart
+    assert len({digest for _, digest in runs}) == 1

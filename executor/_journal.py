@@ -725,9 +725,9 @@ class SqliteJournal:
     it). A run's owner is judged alive by its pid, so a run held by a
     process in another pid namespace (another container) cannot be judged:
     it counts as running, never as interrupted, and its interruption is seen
-    only from its own namespace. It is created readable by its
-    owner alone (its folder too, when made here): it holds commands and
-    their output.
+    only from its own namespace. The file is created readable by its owner
+    alone (its folder too, when made here): it holds commands and their
+    output.
 
     Args:
         path: The database file; its folder is created. `default_journal_path()` if omitted.
@@ -737,8 +737,10 @@ class SqliteJournal:
         max_entries: Keep at most this many finals, the newest; `None` for no cap.
         synchronous: `"normal"` (the default) makes each commit durable against
             a crash of any process (SIGKILL included) but not of the machine:
-            after a power loss the last commits may be lost. `"full"` also
-            survives that, for about 0.5 ms more per commit (an fsync).
+            after a power loss the last commits may be lost, and a run
+            whose claim was lost runs again on a repeat. `"full"` also
+            survives that, for about 1 to 3 ms more per command (an fsync
+            per commit, and the commits go through a worker thread).
         busy_timeout: Seconds to wait for another process's write lock.
         create: Create the file if it does not exist (else `JournalError`).
 

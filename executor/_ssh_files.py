@@ -41,7 +41,8 @@ from executor._ssh_remote import asyncssh
 
 __all__ = ["sftp_text_files"]
 
-# Files of one folder read at once: enough to hide the round trips.
+# Files of one folder read at once, ahead of the consumer: enough to hide the
+# round trips, few enough that little waits in memory.
 _READS_IN_FLIGHT: Final = 16
 
 
@@ -80,8 +81,7 @@ async def sftp_text_files(
         raise OSError(errno.EIO, error.reason, shown) from error
     rules = await _local_rules(sftp, real, hidden, above)
     out = f"{display}/" if display and not display.endswith("/") else display
-    limit = asyncio.Semaphore(_READS_IN_FLIGHT)
-    async for loaded in _walk(sftp, real, entries, rules, out, extensions, limit):
+    async for loaded in _walk(sftp, real, entries, rules, out, extensions):
         yield loaded
 
 
@@ -92,7 +92,6 @@ async def _walk(
     rules: _Rules,
     out: str,
     extensions: frozenset[str] | None,
-    limit: asyncio.Semaphore,
 ) -> AsyncIterator[LoadedFile]:
     chain = rules.chain
     kept: list[tuple[str, bool]] = []
@@ -107,15 +106,25 @@ async def _walk(
         if _skipped(chain, name, is_dir) if chain else name.startswith("."):
             continue
         kept.append((name, is_dir))
-    reads = {
-        name: asyncio.ensure_future(_read_limited(sftp, f"{folder}/{name}", out + name, limit))
-        for name, is_dir in kept
-        if not is_dir
-    }
+    # Reads run ahead of the consumer over a window of files, in order: the
+    # round trips overlap, and at most that many files wait in memory.
+    files = [name for name, is_dir in kept if not is_dir]
+    reads: dict[str, asyncio.Future[str | None]] = {}
+    started = 0
+
+    def read_ahead() -> None:
+        nonlocal started
+        while started < len(files) and len(reads) < _READS_IN_FLIGHT:
+            name = files[started]
+            started += 1
+            reads[name] = asyncio.ensure_future(_read_text(sftp, f"{folder}/{name}", out + name))
+
     try:
         for name, is_dir in kept:
             if not is_dir:
+                read_ahead()
                 text = await reads.pop(name)
+                read_ahead()
                 if text is not None:
                     yield LoadedFile(out + name, text)
                 continue
@@ -127,7 +136,7 @@ async def _walk(
                 continue
             child_rules = await _local_rules(sftp, child, child_hidden, _enter(rules, name))
             async for loaded in _walk(
-                sftp, child, child_entries, child_rules, f"{out}{name}/", extensions, limit
+                sftp, child, child_entries, child_rules, f"{out}{name}/", extensions
             ):
                 yield loaded
     finally:
@@ -145,13 +154,6 @@ async def _list(sftp: asyncssh.SFTPClient, folder: str) -> tuple[list[asyncssh.S
     hidden = {_name(entry) for entry in entries if _name(entry).startswith(".")}
     # Never listed, even where ripgrep would: git's internals are no one's text files.
     return [entry for entry in entries if _name(entry) != ".git"], hidden
-
-
-async def _read_limited(
-    sftp: asyncssh.SFTPClient, path: str, shown: str, limit: asyncio.Semaphore
-) -> str | None:
-    async with limit:
-        return await _read_text(sftp, path, shown)
 
 
 async def _read_text(sftp: asyncssh.SFTPClient, path: str, shown: str) -> str | None:

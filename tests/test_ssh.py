@@ -709,3 +709,18 @@ async def test_flood_meets_its_timeout(ssh_server: SshServer) -> None:
         assert time.monotonic() - started < 10
     assert caught.value.output.truncated
     assert caught.value.output.stdout.startswith(b"flood\nflood\n")
+
+
+async def test_stream_files_many_files_in_order(ex: SshExecutor) -> None:
+    """Past the read-ahead window, files come whole and in the local walker's order."""
+    await ex.exec_cmd(
+        Command.shell(
+            "mkdir -p many/sub; for i in $(seq 60); do echo $i > many/f$i.txt; done; "
+            "for i in $(seq 30); do echo s$i > many/sub/g$i.txt; done"
+        )
+    )
+    remote = [(f.path, f.content) async for f in ex.stream_files("many")]
+    async with LocalExecutor(ex.workdir) as local:
+        expected = [(f.path, f.content) async for f in local.stream_files("many")]
+    assert remote == expected
+    assert len(remote) == 90

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import itertools
 import math
 import os
@@ -33,7 +34,7 @@ from executor._files import _wanted, normalise_extensions, stream_text_files
 from executor._landlock import LandlockRules, RestrictedThread
 from executor._output import CommandOutput, OutputBuffer, Stderr, Stdout
 from executor._process import ProcessRun, Spawned, boot_clock, kill_tree, spawn
-from executor._sandbox import Sandbox, find_program, running_read_only
+from executor._sandbox import Sandbox, find_program, running_read_only, signal_bubblewrapped
 from executor._session import LocalSession, ProcessSession
 
 __all__ = ["DEFAULT_OUTPUT_LIMIT", "LocalExecutor"]
@@ -465,6 +466,7 @@ class LocalExecutor(ToolExecutor):
             cwd = self.resolve(cmd)
         env = self.environment(cmd)
         launcher: RestrictedThread | None = None
+        bubblewrapped = signal_bubblewrapped if self._backend == "bubblewrap" else None
         try:
             if self.sandbox is not None:
                 argv, launcher, cwd = self._sandboxed(
@@ -481,8 +483,12 @@ class LocalExecutor(ToolExecutor):
                 tag=f"{self._id}/{next(self._serial)}",
                 stdin=stdin,
                 pty=pty,
+                # Under bubblewrap the command takes the pty itself, inside.
+                take_terminal=bubblewrapped is None,
                 launcher=None if launcher is None else launcher.call,
             )
+            if bubblewrapped is not None:
+                spawned.signaller = functools.partial(bubblewrapped, spawned)
         except OSError as error:
             if error.errno in _RESOURCE_ERRORS:
                 raise ExecutorError(f"cannot start a process: {error.strerror}") from error

@@ -88,6 +88,9 @@ class Spawned:
     stdin: int | None
     tag: str
     started: float
+    # Set when the command's process group is not the child's own (a sandbox's
+    # launcher sits between them): sends a session's signals there instead.
+    signaller: Callable[[int], Awaitable[None]] | None = None
 
     @property
     def pid(self) -> int:
@@ -111,6 +114,7 @@ def spawn(
     tag: str,
     stdin: bool,
     pty: bool = False,
+    take_terminal: bool = True,
     launcher: Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]]
     | None = None,
 ) -> Spawned:
@@ -125,6 +129,8 @@ def spawn(
         pty: Give it a pseudo-terminal (80x24) as stdin, stdout, stderr and
             controlling terminal instead: `stdout` is then the master, `stdin` a
             duplicate of it, and `stderr` a pipe that is at its end at once.
+        take_terminal: With `pty`, make the pty the child's controlling
+            terminal; a sandbox whose command takes it itself, inside, says no.
         launcher: Calls the function it is given, which starts the process,
             and returns what it returns: a sandbox starts its processes from
             a thread of its own (see `executor._landlock`).
@@ -157,7 +163,7 @@ def spawn(
             child_in: int = slave
             child_out = child_err = slave
             # Runs after setsid(): the new session's controlling terminal.
-            preexec = _take_terminal
+            preexec = _take_terminal if take_terminal else None
         else:
             out_r, out_w = os.pipe2(os.O_CLOEXEC)
             ours.append(out_r)

@@ -11,8 +11,11 @@ starts (`exec_cmd`, streaming, sessions and PTYs, which share one spawn path):
   it when it ends (a daemon that double-forks and drops every tag dies too);
   a network namespace of its own (only a private loopback) unless the network
   is asked for; user (with no capability, even for root), IPC and UTS
-  namespaces; `--die-with-parent`, and a new session unless on a PTY (whose
-  command needs it as its controlling terminal).
+  namespaces; `--die-with-parent`, and a new session (on a PTY the command
+  makes one more, below the namespace's init, and takes the terminal as its
+  controlling one). A session's signals go to the command's process group
+  inside the sandbox, found below `bwrap` (`signal_bubblewrapped`), as a
+  terminal's keys do.
 - **Landlock** (Linux 5.13+, no program needed; see `executor._landlock`):
   the same filesystem rules through the Landlock system calls; with ABI 4 no
   TCP `bind` or `connect` unless the network is asked for (run by root, a
@@ -36,19 +39,24 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import errno
 import functools
 import os
 import pwd
 import shutil
+import signal as signals
 import subprocess
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
+import anyio
 import attrs
+import psutil
 
 from executor._commands import StrPath
 from executor._errors import ExecutorError
 from executor._landlock import LandlockRules, abi_version
+from executor._process import Spawned
 
 __all__ = ["Backend", "Sandbox", "SandboxSupport", "read_only_commands", "running_read_only"]
 
@@ -416,13 +424,16 @@ class Sandbox:
         args += _NAMESPACES
         if not self.network:
             args.append("--unshare-net")
-        args.append("--die-with-parent")
-        # A pty's command needs it as its controlling terminal, in the session
-        # that took it; without a pty the new session keeps a command from
-        # reaching any terminal (TIOCSTI).
-        if not pty:
-            args.append("--new-session")
-        args += ["--chdir", cwd, "--", *argv]
+        # A session of its own, made by the namespace's init, which forks the
+        # command into it: no terminal of the host's to reach (TIOCSTI), and
+        # no group shared with `bwrap`, which would end the sandbox on a
+        # session's SIGINT. On a pty (which the spawn then leaves free) the
+        # command makes a session of its own below init's and takes the pty
+        # as its controlling terminal, so the terminal's keys reach its group.
+        args += ["--die-with-parent", "--new-session", "--chdir", cwd, "--"]
+        if pty:
+            args += [_setsid(), "--ctty", "--"]
+        args += argv
         return args
 
     def landlock_rules(self, workdir: str, *, read_only: bool) -> LandlockRules:
@@ -433,6 +444,110 @@ class Sandbox:
             hidden=self.hidden(),
             network=self.network,
         )
+
+
+@functools.cache
+def _setsid() -> str:
+    found = shutil.which("setsid")
+    if found is None:
+        raise ExecutorError("a PTY under bubblewrap needs setsid (util-linux), not found in PATH")
+    return found
+
+
+# pidfd_send_signal's flag (Linux 6.9+): to the target's process group.
+_PIDFD_SIGNAL_PROCESS_GROUP = 4
+
+
+async def signal_bubblewrapped(spawned: Spawned, signal: int) -> None:
+    """Send `signal` to the process group of the command `bwrap` runs, as a terminal's keys do.
+
+    `spawned` is `bwrap`, which forks the PID namespace's init, which makes
+    a session and forks the command into it (on a pty the command then makes
+    its own). The command is init's first child; it is looked for until it
+    is there (a signal sent the moment a session starts) or `bwrap` ends.
+    Init itself, in the group, ignores every signal but SIGKILL and SIGSTOP
+    from outside its namespace when it has no handler, so the sandbox lives
+    on unless the command dies of it.
+    """
+    delay = 0.001
+    # While `bwrap` is unreaped its pid is ours: the lookup and the send run
+    # with no await between, after that check.
+    while spawned.process.returncode is None:
+        if _signal_command(spawned.pid, signal):
+            return
+        await anyio.sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+
+def _signal_command(bwrap: int, signal: int) -> bool:
+    """Signal the group of the command below `bwrap`'s init; False if it is not there yet."""
+    inits = _children(bwrap)
+    if not inits:
+        return False
+    init = inits[0]
+    commands = _children(init)
+    if not commands:
+        return False
+    command = commands[0]
+    # The group is init's session's, or on a pty the command's own (once it
+    # has called setsid); either way its leader is one of the two.
+    group = (_stat(command) or (0, 0))[1]
+    parents = {init: bwrap, command: init}
+    if group not in parents:
+        return False
+    try:
+        pidfd = os.pidfd_open(group)
+    except ProcessLookupError:
+        return False
+    try:
+        # Read after the pidfd holds the leader: a pid freed and taken again
+        # between the listing and the open fails these checks (unless it was
+        # taken inside this very sandbox).
+        leader = _stat(group)
+        if leader is None or leader != (parents[group], group):
+            return False
+        if group == command and (_stat(init) or (0, 0))[0] != bwrap:
+            return False
+        try:
+            # To the group the pidfd's process leads.
+            signals.pidfd_send_signal(pidfd, signal, None, _PIDFD_SIGNAL_PROCESS_GROUP)
+        except ProcessLookupError:
+            pass  # the group ended meanwhile, and the sandbox with it
+        except OSError as error:
+            if error.errno != errno.EINVAL:
+                raise
+            # A kernel older than 6.9, where the flag is unknown.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal)
+    finally:
+        os.close(pidfd)
+    return True
+
+
+def _children(pid: int) -> list[int]:
+    """`pid`'s children, oldest first."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as file:
+            return [int(child) for child in file.read().split()]
+    except FileNotFoundError:
+        pass  # a kernel without CONFIG_PROC_CHILDREN, or `pid` is gone
+    except OSError:
+        return []
+    try:
+        return [child.pid for child in psutil.Process(pid).children()]
+    except psutil.Error:
+        return []
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """`pid`'s parent and process group, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return int(fields[1]), int(fields[2])
 
 
 def _spellings(paths: Iterable[str]) -> list[str]:

@@ -435,6 +435,9 @@ class LocalSession(ProcessSession):
     async def _signal(self, signal: int) -> None:
         spawned = self._spawned
         assert spawned is not None
+        if spawned.signaller is not None:
+            await spawned.signaller(signal)
+            return
         # The group id is pinned only while the leader is unreaped;
         # this check and the kill run with no await between.
         if spawned.process.returncode is None:

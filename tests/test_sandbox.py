@@ -26,10 +26,14 @@ from executor import (
     LocalExecutor,
     NonZeroExit,
     PolicyDenied,
+    ProcessSession,
     ReadOnly,
     Sandbox,
+    Signal,
     Stdout,
+    Text,
     ToolExecutor,
+    UnixSignal,
 )
 from executor.testing import ExecutorContract, ReadOnlyContract
 
@@ -441,6 +445,85 @@ async def test_sessions_and_ptys_are_sandboxed(tmp_path: Path, backend: str) -> 
         assert tty.stdout == b"terminal\r\n"
     assert (work / "inside").read_text() == "in\n"
     assert not (outside / "pwned").exists()
+
+
+async def read_until(
+    session: ProcessSession, needle: bytes, seen: bytes = b"", start: int | None = None
+) -> bytes:
+    """Read stdout chunks until `needle` appears in `seen` past `start` (its end); return all."""
+    start = len(seen) if start is None else start
+    while needle not in seen[start:]:
+        chunk = await session.next_chunk()
+        assert chunk is not None, f"output ended before {needle!r}: {seen!r}"
+        if isinstance(chunk.chunk, Stdout):
+            seen += chunk.chunk.data
+    return seen
+
+
+@pytest.mark.parametrize("pty", [False, True], ids=["pipes", "pty"])
+async def test_session_signal_reaches_the_commands_trap(
+    tmp_path: Path, backend: str, pty: bool
+) -> None:
+    """`Signal(SIGINT)` reaches the command's group: its trap runs, and it goes on running."""
+    script = "trap 'echo got INT' INT; echo ready; while :; do sleep 0.1; done"
+    async with sandboxed(tmp_path, backend) as ex:
+        with anyio.fail_after(20):
+            async with await ex.start(Command.shell(script), pty=pty) as session:
+                seen = await read_until(session, b"ready")
+                for _ in range(2):
+                    start = len(seen)
+                    await session.send_stdin(Signal(UnixSignal.SIGINT))
+                    seen = await read_until(session, b"got INT", seen, start)
+                # The second trap ran: the first SIGINT left the command running.
+                await session.send_stdin(Signal(UnixSignal.SIGTERM))
+                with pytest.raises(NonZeroExit) as caught:
+                    await session.finalize()
+    # bwrap reports its command's death by a signal as the shell does: 128 + n.
+    output = caught.value.output
+    assert output.signal == UnixSignal.SIGTERM or output.exit_code == 128 + UnixSignal.SIGTERM
+
+
+async def test_python_repl_through_a_sandboxed_pty(tmp_path: Path, backend: str) -> None:
+    """`python3 -i` on a sandboxed pty: Ctrl-C of a loop is a KeyboardInterrupt, and it goes on."""
+    cmd = Command.exec([sys.executable, "-i", "-q"]).with_env(
+        {"TERM": "dumb", "PYTHON_BASIC_REPL": "1"}
+    )
+    async with sandboxed(tmp_path, backend) as ex:
+        with anyio.fail_after(30):
+            async with await ex.start(cmd, pty=True) as session:
+                seen = await read_until(session, b">>> ")
+                await session.send_stdin(Text("print(6*7)\n"))
+                seen = await read_until(session, b"42", seen)
+                seen = await read_until(session, b">>> ", seen, seen.index(b"42"))
+                await session.send_stdin(Text("while True: pass\n\n"))
+                await anyio.sleep(0.3)
+                await session.send_stdin(Text("\x03"))
+                seen = await read_until(session, b"KeyboardInterrupt", seen)
+                seen = await read_until(session, b">>> ", seen, seen.index(b"KeyboardInterrupt"))
+                await session.send_stdin(Text("print('still ' + 'here')\n"))
+                seen = await read_until(session, b"still here", seen)
+                await session.send_stdin(Text("exit()\n"))
+                output = await session.finalize()
+    assert output.exit_code == 0
+
+
+async def test_python_repl_signalled_through_sandboxed_pipes(tmp_path: Path, backend: str) -> None:
+    """`python3 -i -u` over pipes: `Signal(SIGINT)` interrupts a loop and the REPL goes on."""
+    cmd = Command.exec([sys.executable, "-i", "-u", "-q"])
+    async with sandboxed(tmp_path, backend) as ex:
+        with anyio.fail_after(30):
+            async with await ex.start(cmd) as session:
+                await session.send_stdin(Text("print(6*7)\n"))
+                seen = await read_until(session, b"42")
+                await session.send_stdin(Text("while True: pass\n\n"))
+                await anyio.sleep(0.3)
+                await session.send_stdin(Signal(UnixSignal.SIGINT))
+                await session.send_stdin(Text("print('still ' + 'here')\n"))
+                seen = await read_until(session, b"still here", seen)
+                await session.send_stdin(Text("exit()\n"))
+                output = await session.finalize()
+    assert output.exit_code == 0
+    assert b"KeyboardInterrupt" in output.stderr
 
 
 async def test_read_only_runs_shell_with_nothing_writable(tmp_path: Path, backend: str) -> None:

@@ -75,7 +75,7 @@ from executor._policies import (
 )
 from executor._rules import CommandRules, DangerousCommands, Finding, check_script
 from executor._sandbox import Sandbox, SandboxSupport
-from executor._session import ProcessSession, SessionChunk
+from executor._session import ProcessSession, SessionChunk, WrappedSession
 from executor._shell import ShellParseError, SimpleCommand, parse_command, parse_script
 from executor._ssh import SshExecutor
 from executor._streaming import (
@@ -210,6 +210,7 @@ __all__ = [
     "WorkspaceGlob",
     "WorkspacePath",
     "WrappedExecutor",
+    "WrappedSession",
     "WriteFile",
     "bridge",
     "check_script",

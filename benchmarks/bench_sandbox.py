@@ -20,15 +20,22 @@ machine's noise (2 shared cores) falls on every side alike:
 A backend this machine cannot give is reported as such and left out.
 
 Targets: bubblewrap adds <= 5 ms at the median; Landlock adds <= 1 ms.
+
+`--breakdown` shows where bubblewrap's time goes: the very command line the
+executor builds for `true` run bare by `subprocess.run` (no executor), against
+`true` alone, `bwrap --ro-bind / / true`, that command line with each option
+group left out in turn, and with `prlimit` in front; in rotating rounds, medians.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import _harness as h
 import anyio
@@ -131,11 +138,101 @@ def report(stats: dict[str, h.Stats]) -> None:
         )
 
 
+# Option groups of the bubblewrap command line, each left out in turn by
+# --breakdown: each option with how many arguments follow it.
+GROUPS: dict[str, tuple[tuple[str, int], ...]] = {
+    "--dev /dev": (("--dev", 1),),
+    "--proc /proc": (("--proc", 1),),
+    "--tmpfs /tmp, /run, home": (("--tmpfs", 1),),
+    # Without the workdir there is no starting there either.
+    "--bind workdir": (("--bind", 2), ("--chdir", 1)),
+    "--unshare-user --cap-drop ALL": (("--unshare-user", 0), ("--cap-drop", 1)),
+    "--unshare-pid": (("--unshare-pid", 0),),
+    "--unshare-ipc, -uts, -cgroup-try": (
+        ("--unshare-ipc", 0),
+        ("--unshare-uts", 0),
+        ("--unshare-cgroup-try", 0),
+    ),
+    "--unshare-net": (("--unshare-net", 0),),
+    "--die-with-parent --new-session": (("--die-with-parent", 0), ("--new-session", 0)),
+}
+
+
+def _leave_out(argv: Sequence[str], options: tuple[tuple[str, int], ...]) -> list[str]:
+    """`argv` without each of `options` (and its arguments) before `--`."""
+    skip = dict(options)
+    end = list(argv).index("--")
+    out: list[str] = []
+    index = 0
+    while index < end:
+        if argv[index] in skip:
+            index += 1 + skip[argv[index]]
+        else:
+            out.append(argv[index])
+            index += 1
+    return out + list(argv[end:])
+
+
+def breakdown(count: int) -> None:
+    """Time the bubblewrap command line piece by piece, without the executor."""
+    sandbox = Sandbox(backend="bubblewrap")
+    try:
+        sandbox.choose_backend()
+    except ExecutorError as error:
+        print(f"bubblewrap: not available here ({error})")
+        return
+    support = Sandbox.probe()
+    with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as workdir:
+        full = sandbox.bubblewrap_argv(
+            ["true"], support=support, cwd=workdir, workdir=workdir, read_only=False, pty=False
+        )
+        assert support.bubblewrap is not None
+        variants = {
+            "true": ["true"],
+            "bwrap --ro-bind / / true": [support.bubblewrap, "--ro-bind", "/", "/", "--", "true"],
+            "the executor's bwrap line": full,
+            **{f"  without {name}": _leave_out(full, group) for name, group in GROUPS.items()},
+        }
+        if support.prlimit is not None:
+            variants["prlimit (4 limits) + the line"] = [
+                *_limited("bubblewrap").rlimit_argv(support),
+                *full,
+            ]
+        samples: dict[str, list[float]] = {name: [] for name in variants}
+        names = list(variants)
+        print("the executor's line:", " ".join(full))
+        for index in range(count):
+            shift = index % len(names)
+            for name in names[shift:] + names[:shift]:
+                started = time.perf_counter()
+                subprocess.run(variants[name], check=True, stdin=subprocess.DEVNULL)
+                samples[name].append(time.perf_counter() - started)
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    line = medians["the executor's bwrap line"]
+    rows = [
+        [
+            name,
+            h.fmt_ms(median),
+            h.fmt_ms(median - medians["true"]),
+            h.fmt_ms(median - line),
+        ]
+        for name, median in medians.items()
+    ]
+    print(f"Where bubblewrap's time goes: subprocess.run, medians of {count} (ms)")
+    h.print_table(["command", "median", "vs true", "vs the line"], rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="a few commands, as a smoke check")
     parser.add_argument("--count", type=int, help="commands per side (default 300)")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="time bubblewrap's options one by one, and stop"
+    )
     args = parser.parse_args(argv)
+    if args.breakdown:
+        breakdown(args.count or (10 if args.quick else 100))
+        return 0
     count = args.count or (20 if args.quick else 300)
     rounds = 4 if args.quick else 10
     warmup = 2 if args.quick else 10

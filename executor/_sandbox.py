@@ -416,10 +416,13 @@ class Sandbox:
             args += ["--tmpfs", folder]
         # Bound after the tmpfs mounts, so what lies in /tmp or the home shows through.
         self.check_paths(workdir, read_only=read_only)
+        writable = _spellings(self.writable_paths(workdir, read_only=read_only))
         for path in _spellings(self.readable_paths(workdir)):
-            if os.path.exists(path):
+            # A path bound writable below needs no read-only mount first (the
+            # workdir, usually): each mount costs the sandbox's start time.
+            if path not in writable and os.path.exists(path):
                 args += ["--ro-bind", path, path]
-        for path in _spellings(self.writable_paths(workdir, read_only=read_only)):
+        for path in writable:
             args += ["--bind", path, path]
         args += _NAMESPACES
         if not self.network:

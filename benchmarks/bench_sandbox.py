@@ -12,10 +12,11 @@ machine's noise (2 shared cores) falls on every side alike:
 - `bubblewrap`: `LocalExecutor(workdir, sandbox=Sandbox(backend="bubblewrap"))`:
   a `bwrap` process, user, mount, PID, IPC, UTS, cgroup and network
   namespaces per command;
-- `bubblewrap + rlimits`: the same with four rlimits (one `prlimit` exec more);
+- `bubblewrap + rlimits`: the same with four rlimits, set by the executor on
+  `bwrap`'s waiting child (`--info-fd`, `--block-fd`: a round trip, no exec);
 - `landlock`: `Sandbox(backend="landlock")`: the spawn is handed to a thread
   restricted once, so a command costs one thread hand-off more;
-- `landlock + rlimits`: the same with four rlimits.
+- `landlock + rlimits`: the same with four rlimits (one `prlimit` exec more).
 
 A backend this machine cannot give is reported as such and left out.
 

@@ -21,7 +21,17 @@ import anyio
 import attrs
 
 from executor._base import LoadedFile, Sink, ToolExecutor, call_sink
-from executor._commands import Command, Env, Exec, ReadFile, Shell, StrPath, WriteFile
+from executor._commands import (
+    Command,
+    Env,
+    Exec,
+    ReadFile,
+    Shell,
+    StrPath,
+    WriteFile,
+    process_argv,
+    session_argv,
+)
 from executor._commands import _timeout as _timeout_seconds
 from executor._confine import (
     check_spelling,
@@ -33,8 +43,22 @@ from executor._errors import CommandError, ExecutorError, NonZeroExit, TimedOut
 from executor._files import _wanted, normalise_extensions, stream_text_files
 from executor._landlock import LandlockRules, RestrictedThread
 from executor._output import CommandOutput, OutputBuffer, Stderr, Stdout
-from executor._process import ProcessRun, Spawned, boot_clock, kill_tree, spawn
-from executor._sandbox import Sandbox, find_program, running_read_only, signal_bubblewrapped
+from executor._process import (
+    ProcessRun,
+    Spawned,
+    boot_clock,
+    kill_tree,
+    run_to_completion,
+    spawn,
+    wait_exit,
+)
+from executor._sandbox import (
+    Sandbox,
+    find_program,
+    limit_bubblewrapped,
+    running_read_only,
+    signal_bubblewrapped,
+)
 from executor._session import LocalSession, ProcessSession
 
 __all__ = ["DEFAULT_OUTPUT_LIMIT", "LocalExecutor"]
@@ -210,15 +234,8 @@ class LocalExecutor(ToolExecutor):
         """
         self._check_open()
         match cmd:
-            case Shell():
-                if cmd.shebang() is not None:
-                    raise ExecutorError(
-                        "a #! script is written to its interpreter's stdin, "
-                        "so it cannot run as a session"
-                    )
-                argv: tuple[str, ...] = ("/bin/sh", "-c", cmd.script)
-            case Exec():
-                argv = tuple(cmd.argv)
+            case Shell() | Exec():
+                argv = session_argv(cmd)
             case _:
                 raise ExecutorError(f"LocalExecutor cannot start {type(cmd).__name__} sessions")
 
@@ -387,18 +404,9 @@ class LocalExecutor(ToolExecutor):
     async def _run(self, cmd: Command, sink: Sink | None) -> CommandOutput:
         self._check_open()
         match cmd:
-            case Shell():
-                shebang = cmd.shebang()
-                if shebang is None:
-                    return await self._process(cmd, ("/bin/sh", "-c", cmd.script), cmd.stdin, sink)
-                if cmd.stdin is not None:
-                    raise ExecutorError(
-                        "a #! script is written to its interpreter's stdin, "
-                        "so it cannot be given stdin of its own"
-                    )
-                return await self._process(cmd, shebang.argv, shebang.body, sink)
-            case Exec():
-                return await self._process(cmd, cmd.argv, cmd.stdin, sink)
+            case Shell() | Exec():
+                argv, stdin = process_argv(cmd)
+                return await self._process(cmd, argv, stdin, sink)
             case ReadFile():
                 return await self._read_file(cmd, sink)
             case WriteFile():
@@ -467,6 +475,14 @@ class LocalExecutor(ToolExecutor):
         env = self.environment(cmd)
         launcher: RestrictedThread | None = None
         bubblewrapped = signal_bubblewrapped if self._backend == "bubblewrap" else None
+        # Under bubblewrap, rlimits are set through a handshake with `bwrap`
+        # (see `limit_bubblewrapped`): its info pipe, then its block pipe.
+        handshake: list[int] = []
+        if bubblewrapped is not None and self.sandbox is not None and self.sandbox.rlimits():
+            handshake = [*os.pipe2(os.O_CLOEXEC), *os.pipe2(os.O_CLOEXEC)]
+            os.set_blocking(handshake[0], False)
+        theirs = (handshake[1], handshake[2]) if handshake else None
+        started_ok = False
         try:
             if self.sandbox is not None:
                 argv, launcher, cwd = self._sandboxed(
@@ -475,6 +491,7 @@ class LocalExecutor(ToolExecutor):
                     cwd=cwd,
                     pty=pty,
                     read_only=running_read_only() if read_only is None else read_only,
+                    handshake=theirs,
                 )
             spawned = spawn(
                 argv,
@@ -485,8 +502,10 @@ class LocalExecutor(ToolExecutor):
                 pty=pty,
                 # Under bubblewrap the command takes the pty itself, inside.
                 take_terminal=bubblewrapped is None,
+                pass_fds=theirs or (),
                 launcher=None if launcher is None else launcher.call,
             )
+            started_ok = True
             if bubblewrapped is not None:
                 spawned.signaller = functools.partial(bubblewrapped, spawned)
         except OSError as error:
@@ -502,10 +521,46 @@ class LocalExecutor(ToolExecutor):
         finally:
             if held is not None:
                 os.close(held)
+            # The child has its ends; ours alone keep the pipes open.
+            for fd in handshake[1:3]:
+                os.close(fd)
+            if handshake and not started_ok:
+                os.close(handshake[0])
+                os.close(handshake[3])
+        if handshake:
+            assert self.sandbox is not None
+            try:
+                await limit_bubblewrapped(
+                    spawned, handshake[0], handshake[3], self.sandbox.rlimits()
+                )
+            except BaseException:
+                # Never let the sandbox go on without its limits: kill it all.
+                await run_to_completion(functools.partial(self._abandon, spawned))
+                raise
+            finally:
+                os.close(handshake[0])
+                os.close(handshake[3])
         return spawned
 
+    async def _abandon(self, spawned: Spawned) -> None:
+        """Kill a spawned tree that will not be run, and reap it."""
+        try:
+            await kill_tree(
+                spawned.tag, grace=self.kill_grace, group=spawned.pid, since=spawned.started
+            )
+            await wait_exit(spawned)
+        finally:
+            spawned.close()
+
     def _sandboxed(
-        self, argv: Iterable[str], *, env: dict[str, str], cwd: str, pty: bool, read_only: bool
+        self,
+        argv: Iterable[str],
+        *,
+        env: dict[str, str],
+        cwd: str,
+        pty: bool,
+        read_only: bool,
+        handshake: tuple[int, int] | None = None,
     ) -> tuple[list[str], RestrictedThread | None, str]:
         """`argv` as the sandbox runs it, the thread that must start it (Landlock), and its cwd.
 
@@ -537,6 +592,7 @@ class LocalExecutor(ToolExecutor):
                 workdir=self.workdir,
                 read_only=read_only,
                 pty=pty,
+                handshake=handshake,
             )
             return wrapped, None, cwd
         self.sandbox.check_paths(self.workdir, read_only=read_only)

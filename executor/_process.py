@@ -115,6 +115,7 @@ def spawn(
     stdin: bool,
     pty: bool = False,
     take_terminal: bool = True,
+    pass_fds: tuple[int, ...] = (),
     launcher: Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]]
     | None = None,
 ) -> Spawned:
@@ -131,6 +132,7 @@ def spawn(
             duplicate of it, and `stderr` a pipe that is at its end at once.
         take_terminal: With `pty`, make the pty the child's controlling
             terminal; a sandbox whose command takes it itself, inside, says no.
+        pass_fds: Descriptors the child inherits (a sandbox's handshake pipes).
         launcher: Calls the function it is given, which starts the process,
             and returns what it returns: a sandbox starts its processes from
             a thread of its own (see `executor._landlock`).
@@ -187,6 +189,7 @@ def spawn(
                 env=env,
                 start_new_session=True,
                 close_fds=True,
+                pass_fds=pass_fds,
                 preexec_fn=preexec,
             )
 

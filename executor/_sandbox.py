@@ -24,8 +24,10 @@ starts (`exec_cmd`, streaming, sessions and PTYs, which share one spawn path):
   one), no PID namespace, and, run by a user, its network rule covers TCP
   only.
 
-Resource limits are rlimits set (through util-linux's `prlimit`) before the
-sandbox starts, so every process in it inherits them. `processes`
+Resource limits are rlimits set before the command starts, so every process
+in the sandbox inherits them: under bubblewrap by the executor itself, on
+`bwrap`'s child while it waits (`--info-fd`, `--block-fd`); under Landlock
+through util-linux's `prlimit`. `processes`
 (`RLIMIT_NPROC`) does not bind uid 0, so a sandbox that asks for it refuses
 to run as root. Memory and process limits through cgroup v2 (`memory`,
 `pids`) need the controllers delegated to this user.
@@ -41,8 +43,10 @@ import contextlib
 import contextvars
 import errno
 import functools
+import json
 import os
 import pwd
+import resource
 import shutil
 import signal as signals
 import subprocess
@@ -69,6 +73,14 @@ _RLIMITS = {
     "file_size": "--fsize",
     "open_files": "--nofile",
     "processes": "--nproc",
+}
+# The same limits by their resource numbers, for setting them without `prlimit`.
+_RESOURCES = {
+    "address_space": resource.RLIMIT_AS,
+    "cpu_seconds": resource.RLIMIT_CPU,
+    "file_size": resource.RLIMIT_FSIZE,
+    "open_files": resource.RLIMIT_NOFILE,
+    "processes": resource.RLIMIT_NPROC,
 }
 _CGROUP_LIMITS = {"memory": "memory", "pids": "pids"}
 # The namespaces every bubblewrap sandbox uses; the probe tries exactly these. A
@@ -308,7 +320,8 @@ class Sandbox:
                     f"turning the network off needs Landlock ABI 4 (Linux 6.7+), "
                     f"this kernel has {support.landlock_abi}"
                 )
-        if any(getattr(self, name) is not None for name in _RLIMITS) and support.prlimit is None:
+        # Under bubblewrap the executor sets them itself (`limit_bubblewrapped`).
+        if backend == "landlock" and self.rlimits() and support.prlimit is None:
             lacks.append("resource limits need prlimit (util-linux)")
         if self.processes is not None and support.root:
             lacks.append(
@@ -366,6 +379,14 @@ class Sandbox:
                 if not os.path.exists(path):
                     raise ExecutorError(f"the sandbox's {kind} path {path} does not exist")
 
+    def rlimits(self) -> list[tuple[int, int]]:
+        """The rlimits asked for: `(resource.RLIMIT_..., value)` pairs."""
+        return [
+            (number, value)
+            for name, number in _RESOURCES.items()
+            if (value := getattr(self, name)) is not None
+        ]
+
     def rlimit_argv(self, support: SandboxSupport) -> list[str]:
         """`prlimit --as=N ... --` for the rlimits asked for, or nothing."""
         options = [
@@ -387,16 +408,23 @@ class Sandbox:
         workdir: str,
         read_only: bool,
         pty: bool,
+        handshake: tuple[int, int] | None = None,
     ) -> list[str]:
         """The whole command line that runs `argv` under bubblewrap in `cwd`.
+
+        With rlimits asked for and a `handshake` (the write end of a pipe
+        for `--info-fd` and the read end of one for `--block-fd`, both
+        passed to `bwrap`), the sandbox waits for `limit_bubblewrapped` to
+        set them; without one, `prlimit` runs `bwrap` with them.
 
         Raises:
             ExecutorError: A writable or readable path does not exist.
 
         """
         assert support.bubblewrap is not None
+        limited = handshake is not None and bool(self.rlimits())
         args = [
-            *self.rlimit_argv(support),
+            *([] if limited else self.rlimit_argv(support)),
             support.bubblewrap,
             "--ro-bind",
             "/",
@@ -433,6 +461,9 @@ class Sandbox:
         # session's SIGINT. On a pty (which the spawn then leaves free) the
         # command makes a session of its own below init's and takes the pty
         # as its controlling terminal, so the terminal's keys reach its group.
+        if limited:
+            assert handshake is not None
+            args += ["--info-fd", str(handshake[0]), "--block-fd", str(handshake[1])]
         args += ["--die-with-parent", "--new-session", "--chdir", cwd, "--"]
         if pty:
             args += [_setsid(), "--ctty", "--"]
@@ -447,6 +478,46 @@ class Sandbox:
             hidden=self.hidden(),
             network=self.network,
         )
+
+
+async def limit_bubblewrapped(
+    spawned: Spawned, info: int, block: int, limits: list[tuple[int, int]]
+) -> None:
+    """Set the rlimits on the sandbox `bwrap` started, then let it go on.
+
+    `bwrap` (`--info-fd`) reports the pid of its child, the namespace's init
+    to be, and that child waits (`--block-fd`) until a byte arrives: set on
+    it before it forks the command, the limits bind every process of the
+    sandbox, with no `prlimit` program run in front (an exec less). The
+    caller closes `info` and `block`; it must kill the tree when this
+    raises, since a child that reads the end of `block` goes on unlimited.
+
+    Raises:
+        ExecutorError: A limit could not be set (above the hard limit, say).
+
+    """
+    report = b""
+    while b"}" not in report:
+        try:
+            data = os.read(info, 4096)
+        except BlockingIOError:
+            await anyio.wait_readable(info)
+            continue
+        if not data:
+            return  # `bwrap` failed before its child; it says why and exits
+        report += data
+    child = json.loads(report)["child-pid"]
+    # The child waits on `block`, so it cannot have ended on its own; a kill
+    # from elsewhere could free its pid, which this check catches.
+    if (_stat(child) or (0, 0))[0] != spawned.pid:
+        raise ExecutorError(f"the sandbox's process {child} ended before its limits were set")
+    for number, value in limits:
+        try:
+            resource.prlimit(child, number, (value, value))
+        except (OSError, ValueError) as error:
+            name = next(key for key, known in _RESOURCES.items() if known == number)
+            raise ExecutorError(f"cannot set the sandbox's {name}={value}: {error}") from error
+    os.write(block, b"x")
 
 
 @functools.cache

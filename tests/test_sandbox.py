@@ -406,6 +406,28 @@ async def test_rlimits_are_in_force(tmp_path: Path, backend: str) -> None:
     assert limits.split() == [str((1 << 30) // 1024), "7", str((1 << 20) // 512), "64"]
 
 
+async def test_rlimits_bind_sessions_and_ptys(tmp_path: Path, backend: str) -> None:
+    """The limits hold for a session and a PTY session as for `exec_cmd`."""
+    async with sandboxed(tmp_path, backend, open_files=48, cpu_seconds=9) as ex:
+        for pty in (False, True):
+            with anyio.fail_after(10):
+                async with await ex.start(Command.shell("ulimit -n; ulimit -t"), pty=pty) as s:
+                    output = await s.finalize()
+            assert output.stdout.split() == [b"48", b"9"]
+
+
+async def test_a_limit_that_cannot_be_set_runs_nothing(tmp_path: Path) -> None:
+    """Under bubblewrap a limit the kernel refuses is an ExecutorError, and nothing runs."""
+    token = f"executor-unlimited-{uuid.uuid4().hex[:12]}"
+    # Past fs.nr_open: no process may have that many files, root included.
+    async with sandboxed(tmp_path, "bubblewrap", open_files=1 << 40) as ex:
+        for _ in range(3):
+            with pytest.raises(ExecutorError, match="open_files"):
+                await ex.exec_cmd(Command.shell(f"touch ran; sleep 30 # {token}"))
+        assert not processes_with(token)
+    assert not (tmp_path / "ran").exists()
+
+
 async def test_file_size_limit_stops_a_large_write(tmp_path: Path, backend: str) -> None:
     """A write past `file_size` fails, and the file stops at the limit."""
     async with sandboxed(tmp_path, backend, file_size=1 << 16) as ex:

@@ -10,13 +10,17 @@ A backend supplies fixtures and inherits the tests::
 `ExecutorContract` needs two fixtures: `executor`, a `ToolExecutor` whose
 working directory starts empty, and `anyio_backend`. It talks to the executor
 only through its own interface, so it runs unchanged against a container or a
-remote host. Requires pytest and anyio's pytest plugin (`executor[test]`).
+remote host. `SessionContract` states the same of `start()` sessions, and
+`ReadOnlyContract` of read-only executors. Requires pytest and anyio's pytest
+plugin (`executor[test]`).
 """
 
 from __future__ import annotations
 
 import inspect
+import itertools
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
@@ -27,11 +31,20 @@ import pytest
 
 from executor._base import LoadedFile, ToolExecutor
 from executor._commands import Command, ReadFile, StrPath, WriteFile
-from executor._errors import NonZeroExit, PolicyDenied, TimedOut
+from executor._errors import ExecutorError, NonZeroExit, PolicyDenied, TimedOut
 from executor._local import LocalExecutor
 from executor._output import Chunk, CommandOutput, Stderr, Stdout
+from executor._session import ProcessSession
+from executor._stdin import Bytes, Resize, Signal, Text, UnixSignal
 
-__all__ = ["ExecutorContract", "FakeExecutor", "LocalFixtures", "ReadOnlyContract"]
+__all__ = [
+    "ExecutorContract",
+    "FakeExecutor",
+    "LocalFixtures",
+    "ReadOnlyContract",
+    "SessionContract",
+    "read_until",
+]
 
 pytestmark = pytest.mark.anyio
 
@@ -453,3 +466,149 @@ class ReadOnlyContract:
                 await executor.exec_cmd(cmd)
         with pytest.raises(NonZeroExit):
             await writer.exec_cmd(Command.read_file("notes.md"))
+
+
+async def read_until(session: ProcessSession, needle: bytes) -> bytes:
+    """Read a session's chunks until their stdout holds `needle`; return the stdout read."""
+    seen = b""
+    while needle not in seen:
+        item = await session.next_chunk()
+        assert item is not None, f"output ended before {needle!r}: {seen!r}"
+        if isinstance(item.chunk, Stdout):
+            seen += item.chunk.data
+    return seen
+
+
+@pytest.mark.anyio
+class SessionContract:
+    """What DESIGN.md promises of `start()` sessions, on every backend that has them.
+
+    Needs the fixture `executor`, an executor whose `start()` runs sessions.
+    Checks behaviour through the session alone; whether a backend leaves no
+    process behind is for its own tests, which can see its processes.
+    """
+
+    async def test_session_echo_through_cat(self, executor: ToolExecutor) -> None:
+        """The command's own stdin comes first, then Text and Bytes, each echoed while it runs."""
+        with anyio.fail_after(20):
+            cmd = Command.shell("cat; echo done").with_stdin(b"first\n")
+            async with await executor.start(cmd) as session:
+                await read_until(session, b"first\n")
+                await session.send_stdin(Text("hello\n"))
+                await read_until(session, b"hello\n")
+                await session.send_stdin(Bytes(b"\xffagain\n"))
+                await read_until(session, b"again\n")
+                await session.close_stdin()
+                await session.close_stdin()
+                output = await session.finalize()
+            with pytest.raises(ExecutorError, match="stdin is closed"):
+                await session.send_stdin(Text("late"))
+        assert output.exit_code == 0
+        assert output.stdout == b"first\nhello\n\xffagain\ndone\n"
+
+    async def test_session_chunks_are_numbered_and_timed(self, executor: ToolExecutor) -> None:
+        """Chunks come numbered from 1 without gaps, their times never go back, no byte lost."""
+        script = "for i in 1 2 3 4 5; do echo $i; echo e$i >&2; sleep 0.05; done"
+        items = []
+        before = time.monotonic()
+        with anyio.fail_after(20):
+            async with await executor.start(Command.shell(script)) as session:
+                items = [item async for item in session]
+                output = await session.finalize()
+        after = time.monotonic()
+        assert [item.sequence for item in items] == list(range(1, len(items) + 1))
+        assert all(before <= a.time <= b.time <= after for a, b in itertools.pairwise(items))
+        stdout = b"".join(i.chunk.data for i in items if isinstance(i.chunk, Stdout))
+        stderr = b"".join(i.chunk.data for i in items if isinstance(i.chunk, Stderr))
+        assert stdout == output.stdout == b"1\n2\n3\n4\n5\n"
+        assert stderr == output.stderr == b"e1\ne2\ne3\ne4\ne5\n"
+
+    async def test_session_large_stdin(self, executor: ToolExecutor) -> None:
+        """Megabytes of stdin reach the command whole, past any pipe or window size."""
+        data = bytes(range(256)) * 16384
+        with anyio.fail_after(60):
+            async with await executor.start(Command.shell("wc -c")) as session:
+                await session.send_stdin(Bytes(data))
+                output = await session.finalize()
+        assert output.stdout.strip() == str(len(data)).encode()
+
+    async def test_session_exit_code(self, executor: ToolExecutor) -> None:
+        """A failing exit raises NonZeroExit from finalize, with the output."""
+        cmd = Command.shell("read line; echo got $line; exit 5").with_stdin("first\n")
+        with anyio.fail_after(20):
+            async with await executor.start(cmd) as session:
+                with pytest.raises(NonZeroExit) as caught:
+                    await session.finalize()
+        assert caught.value.output.exit_code == 5
+        assert caught.value.output.stdout == b"got first\n"
+
+    async def test_session_signal_reaches_trap(self, executor: ToolExecutor) -> None:
+        """Signal(SIGINT) reaches the command's process group: a shell's trap runs."""
+        script = "trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 0.05; done"
+        with anyio.fail_after(20):
+            async with await executor.start(Command.shell(script)) as session:
+                await read_until(session, b"ready")
+                await session.send_stdin(Signal(UnixSignal.SIGINT))
+                await read_until(session, b"got-int")
+                with pytest.raises(NonZeroExit) as caught:
+                    await session.finalize()
+        assert caught.value.output.exit_code == 3
+
+    async def test_session_cancel_then_finalize_raises(self, executor: ToolExecutor) -> None:
+        """After cancel() the output ends and finalize raises NonZeroExit."""
+        with anyio.fail_after(20):
+            async with await executor.start(Command.shell("echo up; sleep 30")) as session:
+                await read_until(session, b"up")
+                session.cancel()
+                assert await session.next_chunk() is None
+                with pytest.raises(NonZeroExit):
+                    await session.finalize()
+
+    async def test_session_timeout_carries_partial_output(self, executor: ToolExecutor) -> None:
+        """A session past its timeout raises TimedOut with what it printed."""
+        cmd = Command.shell("echo partial; sleep 30").with_timeout(0.5)
+        with anyio.fail_after(20):
+            async with await executor.start(cmd) as session:
+                with pytest.raises(TimedOut) as caught:
+                    await session.finalize()
+        assert caught.value.output.stdout == b"partial\n"
+
+    async def test_session_refusals(self, executor: ToolExecutor) -> None:
+        """File commands and #! scripts cannot be sessions; Resize needs a pty."""
+        with pytest.raises(ExecutorError, match="cannot start ReadFile"):
+            await executor.start(Command.read_file("x"))
+        with pytest.raises(ExecutorError, match="#!"):
+            await executor.start(Command.shell("#!/bin/sh\necho"))
+        with anyio.fail_after(20):
+            async with await executor.start(Command.shell("cat")) as session:
+                with pytest.raises(ExecutorError, match="pty"):
+                    await session.send_stdin(Resize(80, 24))
+                await session.finalize()
+
+    async def test_session_pty_tty_and_resize(self, executor: ToolExecutor) -> None:
+        """On a pty `tty` names a terminal; Resize sets its size and sends SIGWINCH."""
+        script = "trap 'echo winch; stty size' WINCH; echo ready; while :; do sleep 0.05; done"
+        with anyio.fail_after(20):
+            async with await executor.start(Command.shell("tty"), pty=True) as session:
+                output = await session.finalize()
+            assert re.match(rb"/dev/pts/\d+\r?\n", output.stdout)
+            async with await executor.start(Command.shell(script), pty=True) as session:
+                await read_until(session, b"ready")
+                await session.send_stdin(Resize(100, 40))
+                assert b"winch" in await read_until(session, b"40 100")
+                session.cancel()
+
+    async def test_session_pty_ctrl_c(self, executor: ToolExecutor) -> None:
+        """Ctrl-C typed on the pty interrupts the command, through the line discipline."""
+        with anyio.fail_after(20):
+            cmd = Command.shell("echo ready; exec sleep 30")
+            async with await executor.start(cmd, pty=True) as session:
+                await read_until(session, b"ready")
+                await anyio.sleep(0.1)
+                await session.send_stdin(Text("\x03"))
+                with pytest.raises(NonZeroExit) as caught:
+                    await session.finalize()
+        output = caught.value.output
+        # Killed by SIGINT: a local backend sees the signal; one that learns
+        # only the exit status through a shell sees 128 + 2.
+        assert output.signal == int(UnixSignal.SIGINT) or output.exit_code == 130

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -31,19 +30,12 @@ from docker_engine import (
 )
 
 from executor import (
-    Bytes,
     Chunk,
     Command,
     ExecutorError,
     NonZeroExit,
-    ProcessSession,
-    Resize,
-    Signal,
-    Stdout,
-    Text,
     TimedOut,
     ToolExecutor,
-    UnixSignal,
 )
 from executor._docker import (
     LABEL_MANAGED,
@@ -52,7 +44,7 @@ from executor._docker import (
     collect_garbage,
     owner_label,
 )
-from executor.testing import ExecutorContract, ReadOnlyContract
+from executor.testing import ExecutorContract, ReadOnlyContract, SessionContract, read_until
 
 pytestmark = pytest.mark.anyio
 
@@ -126,6 +118,20 @@ class TestDockerExecContract(ExecutorContract):
         async with DockerExecutor(
             container=shared_container, workdir=workdir, kill_grace=0.2, helper=False
         ) as executor:
+            yield executor
+
+
+class TestDockerSessions(SessionContract, DockerFixtures):
+    """The session contract, through the in-container helper."""
+
+
+class TestDockerExecSessions(SessionContract):
+    """The session contract, through engine execs and exec attach (busybox: no helper)."""
+
+    @pytest.fixture
+    async def executor(self) -> AsyncIterator[ToolExecutor]:
+        """A DockerExecutor on a fresh busybox container."""
+        async with DockerExecutor(BUSYBOX_IMAGE, kill_grace=0.2) as executor:
             yield executor
 
 
@@ -609,56 +615,6 @@ async def test_stream_files_ignore_rules(ex: DockerExecutor) -> None:
 # --- sessions -------------------------------------------------------------------
 
 
-async def read_until(session: ProcessSession, needle: bytes) -> bytes:
-    """Read chunks until their stdout contains `needle`; return what was read."""
-    seen = b""
-    while needle not in seen:
-        chunk = await session.next_chunk()
-        assert chunk is not None, f"output ended before {needle!r}: {seen!r}"
-        if isinstance(chunk.chunk, Stdout):
-            seen += chunk.chunk.data
-    return seen
-
-
-async def test_session_echo_through_cat(ex: DockerExecutor) -> None:
-    """Text sent to `cat` in the container comes back while it runs; closing stdin ends it."""
-    with anyio.fail_after(20):
-        async with await ex.start(Command.shell("cat; echo done")) as session:
-            await session.send_stdin(Text("hello\n"))
-            assert await read_until(session, b"hello\n") == b"hello\n"
-            await session.send_stdin(Bytes(b"again\n"))
-            await read_until(session, b"again\n")
-            await session.close_stdin()
-            output = await session.finalize()
-    assert output.exit_code == 0
-    assert output.stdout == b"hello\nagain\ndone\n"
-    assert output.stderr == b""
-
-
-async def test_session_stdin_first_and_exit_code(ex: DockerExecutor) -> None:
-    """A command's own stdin is written first; a failing exit raises NonZeroExit."""
-    with anyio.fail_after(20):
-        cmd = Command.shell("read line; echo got $line; exit 5").with_stdin("first\n")
-        async with await ex.start(cmd) as session:
-            with pytest.raises(NonZeroExit) as caught:
-                await session.finalize()
-    assert caught.value.output.exit_code == 5
-    assert caught.value.output.stdout == b"got first\n"
-
-
-async def test_session_signal_reaches_trap(ex: DockerExecutor) -> None:
-    """Signal(SIGINT) reaches a shell's trap inside the container."""
-    script = "trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 0.05; done"
-    with anyio.fail_after(20):
-        async with await ex.start(Command.shell(script)) as session:
-            await read_until(session, b"ready")
-            await session.send_stdin(Signal(UnixSignal.SIGINT))
-            await read_until(session, b"got-int")
-            with pytest.raises(NonZeroExit) as caught:
-                await session.finalize()
-    assert caught.value.output.exit_code == 3
-
-
 async def test_session_cancel_and_exit_kill_the_tree(ex: DockerExecutor) -> None:
     """cancel() ends the output and finalize raises; nothing of the tree is left."""
     with anyio.fail_after(20):
@@ -684,39 +640,6 @@ async def test_session_timeout(ex: DockerExecutor) -> None:
                 await session.finalize()
     assert caught.value.output.stdout == b"partial\n"
     assert survivors(ex) == []
-
-
-async def test_session_pty(ex: DockerExecutor) -> None:
-    """Under a pty: `tty` names a terminal, Resize sets its size, Ctrl-C interrupts."""
-    with anyio.fail_after(20):
-        async with await ex.start(Command.shell("tty"), pty=True) as session:
-            output = await session.finalize()
-        assert re.match(rb"/dev/pts/\d+\r?\n", output.stdout)
-        script = "trap 'stty size' WINCH; echo ready; while :; do sleep 0.05; done"
-        async with await ex.start(Command.shell(script), pty=True) as session:
-            await read_until(session, b"ready")
-            await session.send_stdin(Resize(100, 40))
-            await read_until(session, b"40 100")
-            session.cancel()
-        async with await ex.start(Command.shell("echo ready; sleep 30"), pty=True) as session:
-            await read_until(session, b"ready")
-            await session.send_stdin(Text("\x03"))
-            with pytest.raises(NonZeroExit) as caught:
-                await session.finalize()
-        assert caught.value.output.exit_code == 128 + int(UnixSignal.SIGINT)
-    assert survivors(ex) == []
-
-
-async def test_session_refusals(ex: DockerExecutor) -> None:
-    """File commands and #! scripts cannot be sessions; Resize needs a pty."""
-    with pytest.raises(ExecutorError, match="cannot start ReadFile"):
-        await ex.start(Command.read_file("x"))
-    with pytest.raises(ExecutorError, match="#!"):
-        await ex.start(Command.shell("#!/bin/sh\necho"))
-    async with await ex.start(Command.shell("cat")) as session:
-        with pytest.raises(ExecutorError, match="pty"):
-            await session.send_stdin(Resize(80, 24))
-        session.cancel()
 
 
 # --- engine addresses -------------------------------------------------------------

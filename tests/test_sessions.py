@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
 import os
-import re
 from pathlib import Path
 
 import anyio
@@ -12,39 +10,26 @@ import pytest
 from conftest import alive
 
 from executor import (
-    Bytes,
     Command,
     CommandOutput,
     DangerousCommands,
-    ExecutorError,
     LocalExecutor,
     NonZeroExit,
     PolicyDenied,
-    ProcessSession,
     ReadOnly,
-    Resize,
     Secrets,
     SessionChunk,
-    Signal,
-    Stdout,
     Text,
     TimedOut,
-    UnixSignal,
 )
 from executor._streaming import StreamingToolHandle
+from executor.testing import LocalFixtures, SessionContract, read_until
 
 pytestmark = pytest.mark.anyio
 
 
-async def read_until(session: ProcessSession, needle: bytes) -> bytes:
-    """Read chunks until their stdout contains `needle`; return what was read."""
-    seen = b""
-    while needle not in seen:
-        chunk = await session.next_chunk()
-        assert chunk is not None, f"output ended before {needle!r}: {seen!r}"
-        if isinstance(chunk.chunk, Stdout):
-            seen += chunk.chunk.data
-    return seen
+class TestLocalSessions(SessionContract, LocalFixtures):
+    pass
 
 
 async def wait_for_file(path: Path) -> str:
@@ -52,76 +37,6 @@ async def wait_for_file(path: Path) -> str:
     while not path.exists() or not path.read_text().strip():
         await anyio.sleep(0.01)
     return path.read_text()
-
-
-async def test_echo_through_cat(ex: LocalExecutor) -> None:
-    """Text sent to `cat` comes back as a chunk while it runs."""
-    with anyio.fail_after(10):
-        async with await ex.start(Command.shell("cat")) as session:
-            await session.send_stdin(Text("hello\n"))
-            assert await read_until(session, b"hello\n") == b"hello\n"
-            await session.send_stdin(Bytes(b"again\n"))
-            await read_until(session, b"again\n")
-            output = await session.finalize()
-    assert output.exit_code == 0
-    assert output.stdout == b"hello\nagain\n"
-
-
-async def test_sequence_and_time(ex: LocalExecutor) -> None:
-    """Chunks are numbered from 1 upwards and their times never go back."""
-    script = "for i in 1 2 3 4 5; do echo $i; sleep 0.02; done"
-    chunks: list[SessionChunk] = []
-    with anyio.fail_after(10):
-        async with await ex.start(Command.shell(script)) as session:
-            async for chunk in session:
-                chunks.append(chunk)
-            output = await session.finalize()
-    assert [c.sequence for c in chunks] == list(range(1, len(chunks) + 1))
-    assert len(chunks) >= 2
-    assert all(a.time <= b.time for a, b in itertools.pairwise(chunks))
-    assert b"".join(c.chunk.data for c in chunks) == output.stdout == b"1\n2\n3\n4\n5\n"
-
-
-async def test_close_stdin_ends_cat(ex: LocalExecutor) -> None:
-    """Closing stdin gives `cat` its end of input, and it exits."""
-    with anyio.fail_after(10):
-        async with await ex.start(Command.shell("cat; echo done")) as session:
-            await session.send_stdin(Text("x\n"))
-            await session.close_stdin()
-            await session.close_stdin()
-            assert await session.next_chunk() is not None
-            rest = b""
-            while (chunk := await session.next_chunk()) is not None:
-                rest += chunk.chunk.data
-            output = await session.finalize()
-        with pytest.raises(ExecutorError, match="stdin is closed"):
-            await session.send_stdin(Text("late"))
-    assert output.stdout == b"x\ndone\n"
-
-
-async def test_signal_reaches_trap(ex: LocalExecutor) -> None:
-    """Signal(SIGINT) reaches a shell's trap."""
-    script = "trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 0.05; done"
-    with anyio.fail_after(10):
-        async with await ex.start(Command.shell(script)) as session:
-            await read_until(session, b"ready")
-            await session.send_stdin(Signal(UnixSignal.SIGINT))
-            await read_until(session, b"got-int")
-            with pytest.raises(NonZeroExit) as caught:
-                await session.finalize()
-    assert caught.value.output.exit_code == 3
-
-
-async def test_cancel_then_finalize_raises(ex: LocalExecutor) -> None:
-    """After cancel() the output ends and finalize raises NonZeroExit for a signal."""
-    with anyio.fail_after(10):
-        async with await ex.start(Command.shell("echo up; sleep 30")) as session:
-            await read_until(session, b"up")
-            session.cancel()
-            assert await session.next_chunk() is None
-            with pytest.raises(NonZeroExit) as caught:
-                await session.finalize()
-    assert caught.value.output.signal is not None
 
 
 async def test_timeout_kills_tree(ex: LocalExecutor, tmp_path: Path) -> None:
@@ -178,55 +93,6 @@ async def test_backpressure_blocks_the_writer(tmp_path: Path) -> None:
     assert total == 800 * 65536
     assert output.truncated
     assert len(output.stdout) <= 1 << 20
-
-
-async def test_start_refuses_file_commands(ex: LocalExecutor) -> None:
-    """A file command cannot be a session."""
-    with pytest.raises(ExecutorError, match="cannot start ReadFile"):
-        await ex.start(Command.read_file("x"))
-
-
-async def test_resize_needs_pty(ex: LocalExecutor) -> None:
-    """Resize on a session without a pty is refused."""
-    with anyio.fail_after(10):
-        async with await ex.start(Command.shell("cat")) as session:
-            with pytest.raises(ExecutorError, match="pty"):
-                await session.send_stdin(Resize(80, 24))
-            await session.finalize()
-
-
-async def test_pty_tty(ex: LocalExecutor) -> None:
-    """Under a pty `tty` names a /dev/pts device."""
-    with anyio.fail_after(10):
-        async with await ex.start(Command.shell("tty"), pty=True) as session:
-            output = await session.finalize()
-    assert re.match(rb"/dev/pts/\d+\r?\n", output.stdout)
-
-
-async def test_pty_resize_and_winch(ex: LocalExecutor) -> None:
-    """Resize sets the terminal's size and sends SIGWINCH."""
-    script = "trap 'echo winch; stty size' WINCH; echo ready; while :; do sleep 0.05; done"
-    with anyio.fail_after(10):
-        async with await ex.start(Command.shell(script), pty=True) as session:
-            await read_until(session, b"ready")
-            await session.send_stdin(Resize(100, 40))
-            seen = await read_until(session, b"40 100")
-            assert b"winch" in seen
-            session.cancel()
-            with pytest.raises(NonZeroExit):
-                await session.finalize()
-
-
-async def test_pty_ctrl_c(ex: LocalExecutor) -> None:
-    """Ctrl-C typed on the pty interrupts `sleep 30`."""
-    with anyio.fail_after(10):
-        async with await ex.start(Command.shell("echo ready; exec sleep 30"), pty=True) as session:
-            await read_until(session, b"ready")
-            await anyio.sleep(0.1)
-            await session.send_stdin(Text("\x03"))
-            with pytest.raises(NonZeroExit) as caught:
-                await session.finalize()
-    assert caught.value.output.signal == int(UnixSignal.SIGINT)
 
 
 async def test_read_only_refuses(ex: LocalExecutor) -> None:

@@ -25,24 +25,17 @@ import pytest
 from ssh_server import SshServer, start_server
 
 from executor import (
-    Bytes,
     Chunk,
     Command,
     ExecutorError,
     LocalExecutor,
     NonZeroExit,
-    ProcessSession,
     ReadOnly,
-    Resize,
-    Signal,
     SshExecutor,
-    Stdout,
-    Text,
     TimedOut,
     ToolExecutor,
-    UnixSignal,
 )
-from executor.testing import ExecutorContract, ReadOnlyContract
+from executor.testing import ExecutorContract, ReadOnlyContract, SessionContract, read_until
 
 pytestmark = pytest.mark.anyio
 
@@ -92,6 +85,10 @@ class SshFixtures:
 
 class TestSshContract(ExecutorContract, SshFixtures):
     """The shared contract, against an SshExecutor and a real sshd."""
+
+
+class TestSshSessions(SessionContract, SshFixtures):
+    """The session contract, against an SshExecutor and a real sshd."""
 
 
 class TestSshReadOnly(ReadOnlyContract):
@@ -478,54 +475,6 @@ def test_import_does_not_load_asyncssh() -> None:
 # --- sessions ------------------------------------------------------------------------
 
 
-async def read_until(session: ProcessSession, needle: bytes) -> bytes:
-    """Read chunks until their stdout contains `needle`; return what was read."""
-    seen = b""
-    while needle not in seen:
-        chunk = await session.next_chunk()
-        assert chunk is not None, f"output ended before {needle!r}: {seen!r}"
-        if isinstance(chunk.chunk, Stdout):
-            seen += chunk.chunk.data
-    return seen
-
-
-async def test_session_echo_through_cat(ex: SshExecutor) -> None:
-    """Text and bytes sent to a remote `cat` come back while it runs; its own stdin comes first."""
-    with anyio.fail_after(20):
-        async with await ex.start(Command.shell("cat").with_stdin(b"first\n")) as session:
-            await read_until(session, b"first\n")
-            await session.send_stdin(Text("hello\n"))
-            await read_until(session, b"hello\n")
-            await session.send_stdin(Bytes(b"again\n"))
-            await read_until(session, b"again\n")
-            output = await session.finalize()
-    assert output.exit_code == 0
-    assert output.stdout == b"first\nhello\nagain\n"
-
-
-async def test_session_large_stdin(ex: SshExecutor) -> None:
-    """Megabytes of stdin reach the remote command whole, past the channel's window."""
-    data = bytes(range(256)) * 40000
-    with anyio.fail_after(30):
-        async with await ex.start(Command.shell("wc -c")) as session:
-            await session.send_stdin(Bytes(data))
-            output = await session.finalize()
-    assert output.stdout.strip() == str(len(data)).encode()
-
-
-async def test_session_signal_reaches_the_group(ex: SshExecutor) -> None:
-    """Signal(SIGINT) reaches a remote shell's trap, through the process group."""
-    script = "trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 0.05; done"
-    with anyio.fail_after(20):
-        async with await ex.start(Command.shell(script)) as session:
-            await read_until(session, b"ready")
-            await session.send_stdin(Signal(UnixSignal.SIGINT))
-            await read_until(session, b"got-int")
-            with pytest.raises(NonZeroExit) as caught:
-                await session.finalize()
-    assert caught.value.output.exit_code == 3
-
-
 async def test_session_cancel_and_timeout(ex: SshExecutor) -> None:
     """cancel() ends the output and finalize raises; a timeout raises TimedOut, tree killed."""
     with anyio.fail_after(20):
@@ -552,36 +501,6 @@ async def test_session_exit_kills_background_child(ex: SshExecutor) -> None:
             pids = await read_pids(ex, "bg.pid")
             assert await remote_alive(ex, pids) == pids
     assert await remote_alive(ex, pids) == []
-
-
-async def test_session_pty_resize_and_ctrl_c(ex: SshExecutor) -> None:
-    """On a remote pty: `tty` names one, Resize changes its size, Ctrl-C interrupts."""
-    with anyio.fail_after(20):
-        async with await ex.start(Command.shell("tty; stty size"), pty=True) as session:
-            output = await session.finalize()
-        assert re.match(rb"/dev/pts/\d+\r\n24 80\r\n", output.stdout)
-        script = "trap 'echo winch; stty size' WINCH; echo ready; while :; do sleep 0.05; done"
-        async with await ex.start(Command.shell(script), pty=True) as session:
-            await read_until(session, b"ready")
-            await session.send_stdin(Resize(100, 40))
-            assert b"winch" in await read_until(session, b"40 100")
-            await session.send_stdin(Text("\x03"))
-            with pytest.raises(NonZeroExit) as caught:
-                await session.finalize()
-    assert caught.value.output.exit_code == 128 + int(UnixSignal.SIGINT)
-
-
-async def test_session_refusals(ex: SshExecutor) -> None:
-    """File commands and #! scripts cannot be sessions; Resize needs a pty."""
-    with pytest.raises(ExecutorError, match="cannot start ReadFile"):
-        await ex.start(Command.read_file("x"))
-    with pytest.raises(ExecutorError, match="#!"):
-        await ex.start(Command.shell("#!/bin/sh\necho"))
-    with anyio.fail_after(20):
-        async with await ex.start(Command.shell("cat")) as session:
-            with pytest.raises(ExecutorError, match="pty"):
-                await session.send_stdin(Resize(80, 24))
-            await session.finalize()
 
 
 async def test_session_missing_program(ex: SshExecutor) -> None:

@@ -17,7 +17,7 @@ from typing import Self, TypeAlias
 
 import attrs
 
-from executor._errors import InvalidArgument
+from executor._errors import ExecutorError, InvalidArgument
 
 __all__ = [
     "Command",
@@ -28,6 +28,8 @@ __all__ = [
     "StrPath",
     "Timeout",
     "WriteFile",
+    "process_argv",
+    "session_argv",
 ]
 
 StrPath: TypeAlias = str | os.PathLike[str]
@@ -315,3 +317,42 @@ class WriteFile(Command):
 
     path: str = attrs.field(converter=_path)
     content: bytes = attrs.field(converter=_content, repr=lambda c: f"<{len(c)} bytes>")
+
+
+def process_argv(cmd: Shell | Exec) -> tuple[tuple[str, ...], bytes | None]:
+    """The argv that runs `cmd` as a process, and the bytes for its stdin.
+
+    A plain script runs as `/bin/sh -c SCRIPT` with the command's stdin; a `#!`
+    script runs its interpreter with the body as stdin.
+
+    Raises:
+        ExecutorError: A `#!` script was given stdin of its own.
+
+    """
+    if isinstance(cmd, Exec):
+        return cmd.argv, cmd.stdin
+    shebang = cmd.shebang()
+    if shebang is None:
+        return ("/bin/sh", "-c", cmd.script), cmd.stdin
+    if cmd.stdin is not None:
+        raise ExecutorError(
+            "a #! script is written to its interpreter's stdin, "
+            "so it cannot be given stdin of its own"
+        )
+    return shebang.argv, shebang.body
+
+
+def session_argv(cmd: Shell | Exec) -> tuple[str, ...]:
+    """The argv that runs `cmd` as a session, whose stdin stays open to the caller.
+
+    Raises:
+        ExecutorError: `cmd` is a `#!` script: its body is the interpreter's stdin.
+
+    """
+    if isinstance(cmd, Exec):
+        return cmd.argv
+    if cmd.shebang() is not None:
+        raise ExecutorError(
+            "a #! script is written to its interpreter's stdin, so it cannot run as a session"
+        )
+    return ("/bin/sh", "-c", cmd.script)

@@ -30,7 +30,17 @@ import attrs
 
 from executor import _docker_channel as _channel
 from executor._base import LoadedFile, Sink, ToolExecutor, call_sink
-from executor._commands import Command, Env, Exec, ReadFile, Shell, StrPath, WriteFile
+from executor._commands import (
+    Command,
+    Env,
+    Exec,
+    ReadFile,
+    Shell,
+    StrPath,
+    WriteFile,
+    process_argv,
+    session_argv,
+)
 from executor._commands import _timeout as _timeout_seconds
 from executor._docker_api import Connection, EngineClient, EngineError, _message
 from executor._docker_channel import Channel
@@ -456,18 +466,9 @@ class DockerExecutor(ToolExecutor):
 
     async def _run(self, cmd: Command, sink: Sink | None) -> CommandOutput:
         match cmd:
-            case Shell():
-                shebang = cmd.shebang()
-                if shebang is None:
-                    return await self._process(cmd, ("/bin/sh", "-c", cmd.script), cmd.stdin, sink)
-                if cmd.stdin is not None:
-                    raise ExecutorError(
-                        "a #! script is written to its interpreter's stdin, "
-                        "so it cannot be given stdin of its own"
-                    )
-                return await self._process(cmd, shebang.argv, shebang.body, sink)
-            case Exec():
-                return await self._process(cmd, cmd.argv, cmd.stdin, sink)
+            case Shell() | Exec():
+                argv, stdin = process_argv(cmd)
+                return await self._process(cmd, argv, stdin, sink)
             case ReadFile():
                 return await self._read_file(cmd, sink)
             case WriteFile():
@@ -696,15 +697,8 @@ class DockerExecutor(ToolExecutor):
         if self._closed:
             raise ExecutorError("the executor is closed")
         match cmd:
-            case Shell():
-                if cmd.shebang() is not None:
-                    raise ExecutorError(
-                        "a #! script is written to its interpreter's stdin, "
-                        "so it cannot run as a session"
-                    )
-                argv: tuple[str, ...] = ("/bin/sh", "-c", cmd.script)
-            case Exec():
-                argv = tuple(cmd.argv)
+            case Shell() | Exec():
+                argv = session_argv(cmd)
             case _:
                 raise ExecutorError(f"DockerExecutor cannot start {type(cmd).__name__} sessions")
         return DockerSession(self, cmd, argv, pty=pty)

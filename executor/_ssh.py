@@ -40,7 +40,17 @@ import attrs
 import sniffio
 
 from executor._base import LoadedFile, Sink, ToolExecutor, call_sink
-from executor._commands import Command, Env, Exec, ReadFile, Shell, StrPath, WriteFile
+from executor._commands import (
+    Command,
+    Env,
+    Exec,
+    ReadFile,
+    Shell,
+    StrPath,
+    WriteFile,
+    process_argv,
+    session_argv,
+)
 from executor._commands import _timeout as _timeout_seconds
 from executor._errors import ExecutorError, NonZeroExit, TimedOut
 from executor._files import normalise_extensions
@@ -358,15 +368,8 @@ class SshExecutor(ToolExecutor):
 
         self._check_open()
         match cmd:
-            case Shell():
-                if cmd.shebang() is not None:
-                    raise ExecutorError(
-                        "a #! script is written to its interpreter's stdin, "
-                        "so it cannot run as a session"
-                    )
-                argv: tuple[str, ...] = ("/bin/sh", "-c", cmd.script)
-            case Exec():
-                argv = tuple(cmd.argv)
+            case Shell() | Exec():
+                argv = session_argv(cmd)
             case _:
                 raise ExecutorError(f"SshExecutor cannot start {type(cmd).__name__} sessions")
         return SshSession(self, cmd, argv, pty=pty)
@@ -653,18 +656,9 @@ class SshExecutor(ToolExecutor):
     async def _run(self, cmd: Command, sink: Sink | None) -> CommandOutput:
         self._check_open()
         match cmd:
-            case Shell():
-                shebang = cmd.shebang()
-                if shebang is None:
-                    return await self._process(cmd, ("/bin/sh", "-c", cmd.script), cmd.stdin, sink)
-                if cmd.stdin is not None:
-                    raise ExecutorError(
-                        "a #! script is written to its interpreter's stdin, "
-                        "so it cannot be given stdin of its own"
-                    )
-                return await self._process(cmd, shebang.argv, shebang.body, sink)
-            case Exec():
-                return await self._process(cmd, cmd.argv, cmd.stdin, sink)
+            case Shell() | Exec():
+                argv, stdin = process_argv(cmd)
+                return await self._process(cmd, argv, stdin, sink)
             case ReadFile():
                 return await self._read_file(cmd, sink)
             case WriteFile():

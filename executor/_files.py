@@ -557,6 +557,14 @@ def _load_ignore_file(
         os.close(fd)
     if data is None:
         return None
+    return _compile_ignore_text(data, shown)
+
+
+def _compile_ignore_text(data: bytes, shown: str) -> _Compiled | None:
+    """Compile the bytes of an ignore file read as ripgrep reads it; None if it has no pattern.
+
+    A bad pattern is logged as a warning naming `shown`, and the rest is kept.
+    """
     text = data.decode("utf-8", "replace").removeprefix("\ufeff")
     patterns = []
     for number, line in enumerate(text.split("\n"), start=1):

@@ -18,16 +18,13 @@ import asyncio
 import errno
 import os
 import posixpath
-import re
 import stat
 from collections.abc import AsyncIterator
 from typing import Final
 
-from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
-
 from executor._base import LoadedFile
 from executor._files import (
-    _compile,
+    _compile_ignore_text,
     _Compiled,
     _descend,
     _logger,
@@ -183,7 +180,7 @@ def _errno(error: asyncssh.SFTPError) -> int:
 async def _load_ignore_file(sftp: asyncssh.SFTPClient, path: str) -> _Compiled | None:
     """Compile the remote ignore file at `path`; None if it is missing or has no pattern.
 
-    The lines are read as `executor._files._load_ignore_file` reads them.
+    The lines are read as a local ignore file's are (`_compile_ignore_text`).
     """
     try:
         async with sftp.open(os.fsencode(path), "rb") as file:
@@ -195,22 +192,7 @@ async def _load_ignore_file(sftp: asyncssh.SFTPClient, path: str) -> _Compiled |
         return None
     if not isinstance(data, bytes):
         return None
-    text = data.decode("utf-8", "replace").removeprefix("\ufeff")
-    patterns = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        line = line.removesuffix("\r")
-        if not line or line.startswith("#"):
-            continue
-        if line.rstrip(" ").endswith("/**/"):
-            # ripgrep reads `a/**/` as the folders below `a`; pathspec, as `a/`.
-            line = line.rstrip(" ") + "*/"
-        try:
-            patterns.append(GitIgnoreSpecPattern(line))
-        except (ValueError, re.error) as exc:
-            _logger.warning(
-                "stream_files ignored invalid pattern %r (%s line %d): %s", line, path, number, exc
-            )
-    return _compile(patterns)
+    return _compile_ignore_text(data, path)
 
 
 async def _exists(sftp: asyncssh.SFTPClient, path: str) -> bool:

@@ -535,16 +535,8 @@ class DockerExecutor(ToolExecutor):
     async def _start_exec(
         self, api: EngineClient, container_id: str, prepared: _Prepared, run: _ExecRun
     ) -> Connection:
-        created = await api.request_json(
-            "POST", f"/containers/{container_id}/exec", json_body=prepared.config
-        )
-        run.exec_id = str(created["Id"])
-        _, conn = await api.upgrade(
-            "POST",
-            f"/exec/{run.exec_id}/start",
-            json_body={"Detach": False, "Tty": prepared.config["Tty"]},
-        )
-        return conn
+        run.exec_id = await api.create_exec(container_id, prepared.config)
+        return await api.attach_exec(run.exec_id, tty=prepared.config["Tty"])
 
     async def _exit_code(self, api: EngineClient, run: _ExecRun) -> int:
         if run.exit_code is not None:
@@ -715,13 +707,8 @@ class DockerExecutor(ToolExecutor):
         config: dict[str, Any] = {"AttachStdout": True, "AttachStderr": True, "Cmd": argv}
         if user is not None:
             config["User"] = user
-        created = await api.request_json(
-            "POST", f"/containers/{container_id}/exec", json_body=config
-        )
-        exec_id = str(created["Id"])
-        _, conn = await api.upgrade(
-            "POST", f"/exec/{exec_id}/start", json_body={"Detach": False, "Tty": False}
-        )
+        exec_id = await api.create_exec(container_id, config)
+        conn = await api.attach_exec(exec_id, tty=False)
         out, err = bytearray(), bytearray()
         try:
             async for kind, data in _frames(conn):

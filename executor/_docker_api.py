@@ -518,6 +518,30 @@ class EngineClient:
             raise
         return response, conn
 
+    async def create_exec(self, container_id: str, config: Mapping[str, Any]) -> str:
+        """Create an exec in the container from `config` (Engine API `ExecConfig`); its id.
+
+        Raises:
+            EngineError: The engine refused; the message is its own.
+
+        """
+        created = await self.request_json(
+            "POST", f"/containers/{container_id}/exec", json_body=config
+        )
+        return str(created["Id"])
+
+    async def attach_exec(self, exec_id: str, *, tty: bool) -> Connection:
+        """Start the exec attached; the connection then carries its streams both ways.
+
+        Raises:
+            EngineError: The engine refused; the message is its own.
+
+        """
+        _, conn = await self.upgrade(
+            "POST", f"/exec/{exec_id}/start", json_body={"Detach": False, "Tty": tty}
+        )
+        return conn
+
     async def aclose(self) -> None:
         """Close every idle connection and refuse new requests."""
         self._closed = True

@@ -77,13 +77,8 @@ class Channel:
         }
         if user is not None:
             config["User"] = user
-        created = await api.request_json(
-            "POST", f"/containers/{container_id}/exec", json_body=config
-        )
-        exec_id = str(created["Id"])
-        _, conn = await api.upgrade(
-            "POST", f"/exec/{exec_id}/start", json_body={"Detach": False, "Tty": False}
-        )
+        exec_id = await api.create_exec(container_id, config)
+        conn = await api.attach_exec(exec_id, tty=False)
         channel = cls(api, conn, exec_id)
         try:
             with anyio.fail_after(_READY_TIMEOUT):

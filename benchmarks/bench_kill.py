@@ -48,6 +48,7 @@ import _harness as h
 import anyio
 
 from executor import Command, LocalExecutor, TimedOut
+from executor._process import proc_stat
 
 COOKIE = "EXECUTOR_BENCH_KILL"
 SCRIPT = "trap '' TERM; sleep 30 & wait"
@@ -132,11 +133,10 @@ def _tagged(value: str) -> list[int]:
         try:
             with open(f"/proc/{name}/environ", "rb") as f:
                 environ = f.read().split(b"\0")
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
         except OSError:
             continue
-        if needle in environ and stat[stat.rfind(b")") + 2 :][:1] != b"Z":
+        stat = proc_stat(int(name))
+        if needle in environ and stat is not None and stat.state != "Z":
             found.append(int(name))
     return found
 

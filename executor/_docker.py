@@ -47,6 +47,7 @@ from executor._docker_channel import Channel
 from executor._errors import CommandError, ExecutorError, NonZeroExit, TimedOut
 from executor._files import normalise_extensions, stream_text_files
 from executor._output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
+from executor._process import proc_stat
 from executor._session import ProcessSession
 
 __all__ = [
@@ -136,12 +137,8 @@ _READ_BLOCK = 1 << 16
 
 def _boot_start_time(pid: int) -> str:
     # A pid alone is reused; its start time (clock ticks since boot) is not.
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return "0"
-    return data[data.rfind(b")") + 2 :].split()[19].decode()
+    stat = proc_stat(pid)
+    return "0" if stat is None else str(stat.start)
 
 
 def owner_label(pid: int | None = None) -> str:

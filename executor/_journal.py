@@ -69,6 +69,7 @@ from executor._errors import (
     ToolStreamError,
 )
 from executor._output import Chunk, CommandOutput, Stderr, Stdout
+from executor._process import proc_stat
 
 __all__ = [
     "DEFAULT_MAX_AGE",
@@ -503,16 +504,10 @@ def _started(pid: int) -> float | None:
     processes reading it on either side of a clock step would disagree on
     one start time, and a live owner would be taken for a reused pid.
     """
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
+    stat = proc_stat(pid)
+    if stat is None or stat.state == "Z":
         return None
-    # The command name, in parentheses, may hold spaces: count from its end.
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    if fields[0] == b"Z":
-        return None
-    return float(fields[19])  # field 22 of proc(5), "starttime"
+    return float(stat.start)
 
 
 class _Process:

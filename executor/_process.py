@@ -27,7 +27,7 @@ import subprocess
 import termios
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Final
+from typing import Final, NamedTuple
 
 import anyio
 import attrs
@@ -38,7 +38,7 @@ from executor._base import Sink
 from executor._errors import ExecutorError, TimedOut
 from executor._output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
 
-__all__ = ["TREE_VARIABLE", "ProcessRun", "Spawned", "kill_tree", "spawn"]
+__all__ = ["TREE_VARIABLE", "ProcStat", "ProcessRun", "Spawned", "kill_tree", "proc_stat", "spawn"]
 
 TREE_VARIABLE: Final = "EXECUTOR_PROCESS_TREE"
 """Every process a command starts inherits this variable.
@@ -505,6 +505,32 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
+class ProcStat(NamedTuple):
+    """The fields of `/proc/<pid>/stat` (proc(5)) this package reads."""
+
+    state: str
+    """One letter: `R` running, `S` sleeping, `T` stopped, `Z` a zombie, ..."""
+    ppid: int
+    pgid: int
+    sid: int
+    start: int
+    """When the process started, in clock ticks since boot (see `boot_clock`)."""
+
+
+def proc_stat(pid: int) -> ProcStat | None:
+    """Process `pid`'s state, parent, group, session and start time; `None` if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    # The command name, in parentheses, may hold spaces: count from its end.
+    fields = data[data.rfind(b")") + 2 :].split()
+    return ProcStat(
+        fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])
+    )
+
+
 def boot_clock() -> float:
     """Seconds since boot, the clock of `/proc/<pid>/stat`'s start times."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)
@@ -534,22 +560,16 @@ def _scan(tag: str, *, prefix: bool, group: int | None, since: float | None = No
         pid = int(name)
         if pid == own:
             continue
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if fields[0] == b"Z":
+        stat = proc_stat(pid)
+        if stat is None or stat.state == "Z":
             continue  # a zombie is dead already; its parent reaps it
-        ppid, pgid, sid = int(fields[1]), int(fields[2]), int(fields[3])
-        parents[pid] = ppid
+        parents[pid] = stat.ppid
         # Not `pid == group`: once the leader is reaped its pid may be reused,
         # but the kernel keeps a group or session id from reuse while it has members.
-        if group is not None and group in (pgid, sid):
+        if group is not None and group in (stat.pgid, stat.sid):
             found.add(pid)
             continue
-        if oldest is not None and int(fields[19]) < oldest:
+        if oldest is not None and stat.start < oldest:
             continue
         if _has_tag(pid, needle, prefix=prefix):
             found.add(pid)
@@ -634,9 +654,5 @@ async def kill_tree(
 
 
 def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"Z"
+    stat = proc_stat(pid)
+    return stat is not None and stat.state != "Z"

@@ -60,7 +60,7 @@ import psutil
 from executor._commands import StrPath
 from executor._errors import ExecutorError
 from executor._landlock import LandlockRules, abi_version
-from executor._process import Spawned
+from executor._process import Spawned, proc_stat
 
 __all__ = ["Backend", "Sandbox", "SandboxSupport", "read_only_commands", "running_read_only"]
 
@@ -615,13 +615,8 @@ def _children(pid: int) -> list[int]:
 
 def _stat(pid: int) -> tuple[int, int] | None:
     """`pid`'s parent and process group, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            stat = file.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    return int(fields[1]), int(fields[2])
+    stat = proc_stat(pid)
+    return None if stat is None else (stat.ppid, stat.pgid)
 
 
 def _spellings(paths: Iterable[str]) -> list[str]:

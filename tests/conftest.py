@@ -13,7 +13,7 @@ import pytest
 pytest.register_assert_rewrite("executor.testing")
 
 from executor import LocalExecutor  # noqa: E402
-from executor._process import TREE_VARIABLE  # noqa: E402
+from executor._process import TREE_VARIABLE, proc_stat  # noqa: E402
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -22,21 +22,20 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def tagged_processes() -> set[int]:
-    """Pids of live (non-zombie) processes started by an executor of this test process."""
-    needle = f"{TREE_VARIABLE}={os.getpid()}:".encode()
+def tagged_processes(owner: int | None = None) -> set[int]:
+    """Pids of live (non-zombie) processes started by an executor of process `owner`.
+
+    `owner` is this test process by default.
+    """
+    needle = f"{TREE_VARIABLE}={os.getpid() if owner is None else owner}:".encode()
     found = set()
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
+        if not name.isdigit() or int(name) == os.getpid() or not alive(int(name)):
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
             with open(f"/proc/{name}/environ", "rb") as f:
                 environ = f.read()
         except OSError:
-            continue
-        if stat[stat.rfind(b")") + 2 :].startswith(b"Z"):
             continue
         if any(entry.startswith(needle) for entry in environ.split(b"\0")):
             found.add(int(name))
@@ -45,12 +44,8 @@ def tagged_processes() -> set[int]:
 
 def alive(pid: int) -> bool:
     """Whether `pid` is a live process (a zombie counts as dead)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return False
-    return not data[data.rfind(b")") + 2 :].startswith(b"Z")
+    stat = proc_stat(pid)
+    return stat is not None and stat.state != "Z"
 
 
 @pytest.fixture

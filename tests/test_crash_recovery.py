@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 import pytest
+from conftest import tagged_processes
 
 from executor import (
     Command,
@@ -32,7 +33,7 @@ from executor import (
     RunInterrupted,
     SqliteJournal,
 )
-from executor._process import TREE_VARIABLE
+from executor._process import proc_stat
 
 CHILD = Path(__file__).resolve().parent / "journal_child.py"
 # Every wait on a child is bounded: a hung child fails the test instead of the run.
@@ -123,37 +124,16 @@ def children() -> Iterator[list[Child]]:
         end_orphans(child.pid)
 
 
-def orphans(pid: int) -> set[int]:
-    """Live processes an executor in process `pid` started (tagged with its pid)."""
-    needle = f"{TREE_VARIABLE}={pid}:".encode()
-    found = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-            with open(f"/proc/{name}/environ", "rb") as f:
-                environ = f.read()
-        except OSError:
-            continue
-        if stat[stat.rfind(b")") + 2 :].startswith(b"Z"):
-            continue
-        if any(entry.startswith(needle) for entry in environ.split(b"\0")):
-            found.add(int(name))
-    return found
-
-
 def end_orphans(pid: int, *, patience: float = 0.0) -> None:
     """Let the commands a killed process left behind finish for `patience` s, then kill them."""
     deadline = time.monotonic() + patience
-    while orphans(pid) and time.monotonic() < deadline:
+    while tagged_processes(pid) and time.monotonic() < deadline:
         time.sleep(0.01)
-    for left in orphans(pid):
+    for left in tagged_processes(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(left, signal.SIGKILL)
     deadline = time.monotonic() + LIMIT
-    while orphans(pid):
+    while tagged_processes(pid):
         assert time.monotonic() < deadline, f"processes of {pid} would not die"
         time.sleep(0.01)
 
@@ -217,7 +197,7 @@ def test_killed_before_the_command_finishes(tmp_path: Path, children: list[Child
     while marks(marker) < 2:
         assert time.monotonic() < deadline
         time.sleep(0.005)
-    for pid in orphans(rerun.pid):
+    for pid in tagged_processes(rerun.pid):
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             if f.read().split(b"\0")[0] == b"sleep":
                 os.kill(pid, signal.SIGKILL)
@@ -252,8 +232,7 @@ def test_killed_after_the_claim_before_the_command_starts(
     children.append(first)
     assert first.wait_for("claimed")["status"] == "run"
     deadline = time.monotonic() + LIMIT
-    stat = Path(f"/proc/{first.pid}/stat")
-    while not stat.read_text().rsplit(")", 1)[1].startswith(" T"):  # stopped
+    while (stat := proc_stat(first.pid)) is None or stat.state != "T":  # stopped
         assert time.monotonic() < deadline, "the child did not stop after its claim"
         time.sleep(0.005)
     os.kill(first.pid, signal.SIGKILL)

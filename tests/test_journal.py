@@ -38,6 +38,7 @@ from executor import (
 )
 from executor._cli import main
 from executor._journal import decode_chunks, encode_chunks
+from executor._process import proc_stat
 
 LIMIT = 30.0
 
@@ -341,9 +342,8 @@ async def test_a_run_is_interrupted_once_its_process_is_gone(path: Path) -> None
             assert claim.status == "running"
             holder.kill()
             # Dead but not reaped yet (a zombie): gone already.
-            stat = Path(f"/proc/{holder.pid}/stat")
             with anyio.fail_after(LIMIT):
-                while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                while (stat := proc_stat(holder.pid)) is not None and stat.state != "Z":
                     await anyio.sleep(0.005)
             entry = await journal.get(key)
             assert entry is not None

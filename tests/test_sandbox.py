@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import attrs
 import pytest
+from conftest import alive
 
 from executor import (
     Command,
@@ -632,10 +633,8 @@ def processes_with(token: str) -> list[int]:
         try:
             with open(f"/proc/{name}/cmdline", "rb") as f:
                 cmdline = f.read()
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
         except OSError:
             continue
-        if needle in cmdline and not stat[stat.rfind(b")") + 2 :].startswith(b"Z"):
+        if needle in cmdline and alive(int(name)):
             found.append(int(name))
     return found

@@ -35,6 +35,7 @@ import pytest
 from test_sandbox import NPROC, ROOT, gone, processes_with, sandbox_for
 
 from executor import Command, CommandError, CommandOutput, ExecutorError, LocalExecutor, Sandbox
+from executor._process import proc_stat
 from executor._sandbox import Backend
 
 pytestmark = pytest.mark.anyio
@@ -103,9 +104,9 @@ class Host:
 
 
 def _state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        stat = f.read()
-    return stat[stat.rfind(b")") + 2 :].split()[0].decode()
+    stat = proc_stat(pid)
+    assert stat is not None, f"process {pid} is gone"
+    return stat.state
 
 
 def _tracer(pid: int) -> int:

@@ -60,6 +60,7 @@ import psutil
 from executor._commands import StrPath
 from executor._errors import ExecutorError
 from executor._landlock import LandlockRules, abi_version
+from executor._landlock import _read_text as _read
 from executor._process import Spawned, proc_stat
 
 __all__ = ["Backend", "Sandbox", "SandboxSupport", "read_only_commands", "running_read_only"]
@@ -707,14 +708,6 @@ def _probe() -> SandboxSupport:
         cgroup_controllers=controllers,
         prlimit=shutil.which("prlimit"),
     )
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as file:
-            return file.read().strip()
-    except OSError:
-        return None
 
 
 def _user_namespaces() -> bool:

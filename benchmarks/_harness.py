@@ -13,6 +13,7 @@ the measured work started.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import math
@@ -21,23 +22,29 @@ import resource
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import psutil
 
 __all__ = [
     "MIB",
+    "Batch",
     "Stats",
+    "command_line",
     "cpu_seconds",
     "current_rss",
     "fmt_ms",
     "fmt_ratio",
+    "interleaved",
     "peak_rss",
     "percentile",
     "preload",
     "print_table",
+    "rotated",
     "run_worker",
+    "sample_row",
     "verdict",
     "worker_result",
 ]
@@ -83,6 +90,52 @@ class Stats:
     def minimum(self) -> float:
         """The smallest value."""
         return min(self.values) if self.values else math.nan
+
+
+Batch = Callable[[str, int], list[float]]
+"""One side of a benchmark: given a workdir and a count, runs that often; each run's seconds."""
+
+
+def command_line(doc: str | None, quick: str) -> argparse.ArgumentParser:
+    """A benchmark's parser: the first line of `doc` describes it; `--quick` does `quick`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    return parser
+
+
+def rotated(names: Sequence[str], turn: int) -> list[str]:
+    """`names` in the order of turn `turn`, each going first in its turn.
+
+    The machine is shared and its noise comes in bursts: no side always runs
+    right after the same other one, and every burst is spread over all sides.
+    """
+    shift = turn % len(names)
+    return [*names[shift:], *names[:shift]]
+
+
+def interleaved(
+    sides: Mapping[str, Batch], prefix: str, count: int, rounds: int, warmup: int
+) -> dict[str, Stats]:
+    """Time `count` runs per side, in `rounds` rounds that take turns between sides.
+
+    Each side first runs `warmup` times unmeasured. All run in one temporary
+    workdir whose name starts with `prefix`.
+    """
+    names = list(sides)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    per_round = max(1, count // rounds)
+    with tempfile.TemporaryDirectory(prefix=prefix) as workdir:
+        for name in names:
+            sides[name](workdir, warmup)
+        for index in range(rounds):
+            for name in rotated(names, index):
+                samples[name].extend(sides[name](workdir, per_round))
+    return {name: Stats(values) for name, values in samples.items()}
+
+
+def sample_row(name: str, stats: Stats, *more: object) -> list[object]:
+    """A table row: the side's name, its sample size, median and p99 (ms), then `more`."""
+    return [name, len(stats.values), fmt_ms(stats.median), fmt_ms(stats.p99), *more]
 
 
 def fmt_ms(seconds: float, digits: int = 3) -> str:

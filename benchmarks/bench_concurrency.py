@@ -117,8 +117,7 @@ def worker(side: str, count: int, sleep: float) -> None:
 def measure(count: int, sleep: float, reps: int) -> dict[str, list[dict[str, Any]]]:
     results: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
     for rep in range(reps):
-        shift = rep % len(SIDES)
-        for side in SIDES[shift:] + SIDES[:shift]:
+        for side in h.rotated(SIDES, rep):
             results[side].append(h.run_worker(__file__, [side, str(count), str(sleep)]))
     return results
 
@@ -184,8 +183,7 @@ def report(results: dict[str, list[dict[str, Any]]], count: int, sleep: float) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="few commands, as a smoke check")
+    parser = h.command_line(__doc__, "few commands, as a smoke check")
     parser.add_argument("--count", type=int, help="concurrent commands (default 200)")
     parser.add_argument("--reps", type=int, help="fresh-process repetitions per side (default 5)")
     parser.add_argument(

@@ -215,8 +215,7 @@ async def main(args: argparse.Namespace) -> int:
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke check")
+    parser = h.command_line(__doc__, "tiny sizes: a smoke check")
     parser.add_argument("--count", type=int, default=20, help="commands per side per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--megabytes", type=int, default=200)

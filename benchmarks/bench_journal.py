@@ -26,7 +26,6 @@ complete, on asyncio and on trio.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -79,8 +78,7 @@ def measure(count: int, warmup: int, folder: Path) -> dict[str, h.Stats]:
                 for run in sides.values():
                     await run()
             for turn in range(count):
-                shift = turn % len(names)
-                for name in names[shift:] + names[:shift]:
+                for name in h.rotated(names, turn):
                     started = time.perf_counter()
                     await sides[name]()
                     samples[name].append(time.perf_counter() - started)
@@ -126,14 +124,9 @@ def report(stats: dict[str, h.Stats], alone: list[list[object]]) -> bool:
     """Print both tables and the target; return whether it was met."""
     base = stats[BASELINE]
     rows = [
-        [
-            name,
-            len(s.values),
-            h.fmt_ms(s.median),
-            h.fmt_ms(s.p99),
-            f"{(s.median - base.median) * 1000:+.3f}",
-            h.fmt_ratio(s.median, base.median),
-        ]
+        h.sample_row(
+            name, s, f"{(s.median - base.median) * 1000:+.3f}", h.fmt_ratio(s.median, base.median)
+        )
         for name, s in stats.items()
     ]
     print("Journal overhead: `sh -c true` with and without the journal (ms per command)")
@@ -151,8 +144,7 @@ def report(stats: dict[str, h.Stats], alone: list[list[object]]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="a few commands, as a smoke check")
+    parser = h.command_line(__doc__, "a few commands, as a smoke check")
     parser.add_argument("--count", type=int, help="commands per side (default 500)")
     args = parser.parse_args(argv)
     count = args.count or (24 if args.quick else 500)

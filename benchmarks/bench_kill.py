@@ -29,7 +29,6 @@ Target: ours (asyncio) return - deadline <= kill_grace + 100 ms.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
@@ -190,8 +189,7 @@ def measure(reps: int, timeout: float, grace: float, cap: float) -> dict[str, li
     runs: dict[str, list[Run]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="bench-kill-") as workdir:
         for rep in range(reps):
-            shift = rep % len(names)
-            for name in names[shift:] + names[:shift]:
+            for name in h.rotated(names, rep):
                 runs[name].append(run_once(name, workdir, timeout, grace, cap))
     return runs
 
@@ -239,8 +237,7 @@ def report(runs: dict[str, list[Run]], timeout: float, grace: float, cap: float)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="one short run per side")
+    parser = h.command_line(__doc__, "one short run per side")
     parser.add_argument("--reps", type=int, help="runs per side (default 5)")
     args = parser.parse_args(argv)
     reps = args.reps or (1 if args.quick else 5)

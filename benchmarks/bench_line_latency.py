@@ -22,7 +22,6 @@ Target: ours (asyncio) p99 <= 1 ms.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import shlex
 import subprocess
@@ -134,8 +133,7 @@ def measure(seconds: float, rounds: int) -> dict[str, h.Stats]:
     delays: dict[str, list[float]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="bench-line-latency-") as workdir:
         for index in range(rounds):
-            shift = index % len(names)
-            for name in names[shift:] + names[:shift]:
+            for name in h.rotated(names, index):
                 delays[name].extend(SIDES[name](workdir, seconds / rounds))
     return {name: h.Stats(values) for name, values in delays.items()}
 
@@ -146,16 +144,14 @@ def report(stats: dict[str, h.Stats], seconds: float) -> bool:
     rows = []
     for name, s in stats.items():
         rows.append(
-            [
+            h.sample_row(
                 name,
-                len(s.values),
-                h.fmt_ms(s.median),
-                h.fmt_ms(s.p99),
+                s,
                 h.fmt_ms(s.maximum),
                 h.fmt_ratio(s.median, base.median),
                 h.fmt_ratio(s.p99, base.p99),
                 h.fmt_ratio(s.p99, anyio_stats.p99),
-            ]
+            )
         )
     print(
         f"Figure 4: line delay, one line every {INTERVAL * 1000:.0f} ms for {seconds:g} s"
@@ -174,8 +170,7 @@ def report(stats: dict[str, h.Stats], seconds: float) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="0.3 s per side, as a smoke check")
+    parser = h.command_line(__doc__, "0.3 s per side, as a smoke check")
     parser.add_argument("--seconds", type=float, help="printing time per side (default 3)")
     parser.add_argument(
         "--rounds", type=int, help="alternating rounds it is split into (default 6)"

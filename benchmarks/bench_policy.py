@@ -24,7 +24,6 @@ script with quotes, pipes or substitutions adds.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -70,8 +69,7 @@ def measure(count: int, warmup: int) -> dict[str, h.Stats]:
                 for ex in sides.values():
                     await ex.exec_cmd(command)
             for turn in range(count):
-                shift = turn % len(names)
-                for name in names[shift:] + names[:shift]:
+                for name in h.rotated(names, turn):
                     started = time.perf_counter()
                     await sides[name].exec_cmd(command)
                     samples[name].append(time.perf_counter() - started)
@@ -108,14 +106,7 @@ def check_only(count: int) -> list[list[object]]:
 def report(stats: dict[str, h.Stats], checks: list[list[object]]) -> bool:
     base = stats[BASELINE]
     rows = [
-        [
-            name,
-            len(s.values),
-            h.fmt_ms(s.median),
-            h.fmt_ms(s.p99),
-            h.fmt_ratio(s.median, base.median),
-            h.fmt_ratio(s.p99, base.p99),
-        ]
+        h.sample_row(name, s, h.fmt_ratio(s.median, base.median), h.fmt_ratio(s.p99, base.p99))
         for name, s in stats.items()
     ]
     print("Policy overhead: `sh -c true` through each policy (ms per command)")
@@ -136,8 +127,7 @@ def report(stats: dict[str, h.Stats], checks: list[list[object]]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="a few commands, as a smoke check")
+    parser = h.command_line(__doc__, "a few commands, as a smoke check")
     parser.add_argument("--count", type=int, help="commands per side (default 500)")
     args = parser.parse_args(argv)
     count = args.count or (24 if args.quick else 500)

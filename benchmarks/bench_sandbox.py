@@ -30,13 +30,12 @@ group left out in turn, and with `prlimit` in front; in rotating rounds, medians
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import _harness as h
 import anyio
@@ -45,7 +44,7 @@ from executor import Command, ExecutorError, LocalExecutor, Sandbox
 from executor._sandbox import Backend
 
 TARGETS = {"bubblewrap": 0.005, "landlock": 0.001}
-Batch = Callable[[str, int], list[float]]
+Batch = h.Batch
 
 
 def _limited(backend: Backend) -> Sandbox:
@@ -100,17 +99,7 @@ def available() -> dict[str, Batch]:
 
 
 def measure(sides: dict[str, Batch], count: int, rounds: int, warmup: int) -> dict[str, h.Stats]:
-    names = list(sides)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    per_round = max(1, count // rounds)
-    with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as workdir:
-        for name in names:
-            sides[name](workdir, warmup)
-        for index in range(rounds):
-            shift = index % len(names)
-            for name in names[shift:] + names[:shift]:
-                samples[name].extend(sides[name](workdir, per_round))
-    return {name: h.Stats(values) for name, values in samples.items()}
+    return h.interleaved(sides, "bench-sandbox-", count, rounds, warmup)
 
 
 def report(stats: dict[str, h.Stats]) -> None:
@@ -118,14 +107,9 @@ def report(stats: dict[str, h.Stats]) -> None:
     rows = []
     for name, s in stats.items():
         rows.append(
-            [
-                name,
-                len(s.values),
-                h.fmt_ms(s.median),
-                h.fmt_ms(s.p99),
-                h.fmt_ms(s.median - bare.median),
-                h.fmt_ratio(s.median, bare.median),
-            ]
+            h.sample_row(
+                name, s, h.fmt_ms(s.median - bare.median), h.fmt_ratio(s.median, bare.median)
+            )
         )
     print("Sandbox overhead: sequential `true` through exec_cmd (ms per command, asyncio)")
     h.print_table(["side", "n", "median", "p99", "added (median)", "med/bare"], rows)
@@ -204,8 +188,7 @@ def breakdown(count: int) -> None:
         failed = 0
         print("the executor's line:", " ".join(full))
         for index in range(count):
-            shift = index % len(names)
-            for name in names[shift:] + names[:shift]:
+            for name in h.rotated(names, index):
                 started = time.perf_counter()
                 run = subprocess.run(variants[name], stdin=subprocess.DEVNULL, check=False)
                 if run.returncode:
@@ -232,8 +215,7 @@ def breakdown(count: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="a few commands, as a smoke check")
+    parser = h.command_line(__doc__, "a few commands, as a smoke check")
     parser.add_argument("--count", type=int, help="commands per side (default 300)")
     parser.add_argument(
         "--breakdown", action="store_true", help="time bubblewrap's options one by one, and stop"

@@ -15,7 +15,6 @@ latency <= 2 ms. All on asyncio.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import shlex
 import subprocess
@@ -97,9 +96,7 @@ SIDES: dict[str, Callable[[str, str, Callable[[bytes], None]], None]] = {
 
 
 def _order(index: int) -> list[str]:
-    names = list(SIDES)
-    shift = index % len(names)
-    return names[shift:] + names[:shift]
+    return h.rotated(list(SIDES), index)
 
 
 def throughput(workdir: str, mib: int, rounds: int) -> dict[str, float]:
@@ -155,10 +152,7 @@ def report(rates: dict[str, float], stats: dict[str, h.Stats], mib: int, seconds
     )
     h.print_table(
         ["side", "lines", "median", "p99", "max"],
-        [
-            [name, len(s.values), h.fmt_ms(s.median), h.fmt_ms(s.p99), h.fmt_ms(s.maximum)]
-            for name, s in stats.items()
-        ],
+        [h.sample_row(name, s, h.fmt_ms(s.maximum)) for name, s in stats.items()],
     )
     print()
     ratio = rates[SESSION] / rates[STREAMING]
@@ -178,8 +172,7 @@ def report(rates: dict[str, float], stats: dict[str, h.Stats], mib: int, seconds
 
 def main(argv: list[str] | None = None) -> int:
     """Run both measurements and print the report."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="8 MiB and 0.3 s, as a smoke check")
+    parser = h.command_line(__doc__, "8 MiB and 0.3 s, as a smoke check")
     parser.add_argument("--mib", type=int, help="MiB per side for throughput (default 256)")
     parser.add_argument("--seconds", type=float, help="printing time per side (default 2)")
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default 4, quick 1)")

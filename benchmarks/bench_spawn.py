@@ -18,13 +18,10 @@ Target: ours (asyncio) median per command <= 1.25x raw asyncio's.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable
 
 import _harness as h
 import anyio
@@ -32,7 +29,7 @@ import anyio
 from executor import Command, LocalExecutor
 
 TARGET = 1.25
-Batch = Callable[[str, int], list[float]]
+Batch = h.Batch
 
 
 def _asyncio_raw(workdir: str, count: int) -> list[float]:
@@ -93,17 +90,7 @@ ANYIO = "anyio.run_process (asyncio)"
 
 
 def measure(count: int, rounds: int, warmup: int) -> dict[str, h.Stats]:
-    names = list(SIDES)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    per_round = max(1, count // rounds)
-    with tempfile.TemporaryDirectory(prefix="bench-spawn-") as workdir:
-        for name in names:
-            SIDES[name](workdir, warmup)
-        for index in range(rounds):
-            shift = index % len(names)
-            for name in names[shift:] + names[:shift]:
-                samples[name].extend(SIDES[name](workdir, per_round))
-    return {name: h.Stats(values) for name, values in samples.items()}
+    return h.interleaved(SIDES, "bench-spawn-", count, rounds, warmup)
 
 
 def report(stats: dict[str, h.Stats]) -> bool:
@@ -112,15 +99,13 @@ def report(stats: dict[str, h.Stats]) -> bool:
     rows = []
     for name, s in stats.items():
         rows.append(
-            [
+            h.sample_row(
                 name,
-                len(s.values),
-                h.fmt_ms(s.median),
-                h.fmt_ms(s.p99),
+                s,
                 h.fmt_ratio(s.median, base.median),
                 h.fmt_ratio(s.p99, base.p99),
                 h.fmt_ratio(s.median, anyio_stats.median),
-            ]
+            )
         )
     print("Figure 1: sequential spawn latency of `sh -c true` (ms per command)")
     h.print_table(
@@ -136,8 +121,7 @@ def report(stats: dict[str, h.Stats]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="a few commands, as a smoke check")
+    parser = h.command_line(__doc__, "a few commands, as a smoke check")
     parser.add_argument("--count", type=int, help="commands per side (default 500)")
     args = parser.parse_args(argv)
     count = args.count or (24 if args.quick else 500)

@@ -27,7 +27,6 @@ Target: ours exec median <= 0.5x the ControlMaster CLI's.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import shutil
@@ -148,8 +147,7 @@ async def measure(
                 samples[name] = []
             per_round = max(1, count // rounds)
             for index in range(rounds):
-                shift = index % len(names)
-                for name in names[shift:] + names[:shift]:
+                for name in h.rotated(names, index):
                     samples[name].extend(await sides[name](per_round))
             report(samples)
             await concurrent(ours, connection)
@@ -163,14 +161,9 @@ def report(samples: dict[str, list[float]]) -> None:
     control = stats["ssh CLI, ControlMaster"]
     floor = stats["asyncssh run"]
     rows = [
-        [
-            name,
-            len(s.values),
-            h.fmt_ms(s.median),
-            h.fmt_ms(s.p99),
-            h.fmt_ratio(s.median, control.median),
-            h.fmt_ratio(s.median, floor.median),
-        ]
+        h.sample_row(
+            name, s, h.fmt_ratio(s.median, control.median), h.fmt_ratio(s.median, floor.median)
+        )
         for name, s in stats.items()
     ]
     print("Sequential `true` over SSH on 127.0.0.1 (ms per command)")
@@ -209,8 +202,7 @@ async def concurrent(ours: SshExecutor, connection: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="a few commands, as a smoke check")
+    parser = h.command_line(__doc__, "a few commands, as a smoke check")
     parser.add_argument("--count", type=int, help="commands per side (default 200)")
     args = parser.parse_args(argv)
     count = args.count or (12 if args.quick else 200)

@@ -237,8 +237,7 @@ def measure(
         for name in names:  # Warm the page cache and the code paths.
             counts[name] = sides[name](root)[0]
         for index in range(rounds):
-            shift = index % len(names)
-            for name in names[shift:] + names[:shift]:
+            for name in h.rotated(names, index):
                 _, wall, cpu = sides[name](root)
                 walls[name].append(wall)
                 cpus[name].append(cpu)

@@ -171,8 +171,7 @@ def worker(side: str, size: int, producer: str) -> None:
 def measure(size: int, reps: int, producer: str) -> dict[str, list[dict[str, Any]]]:
     results: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
     for rep in range(reps):
-        shift = rep % len(SIDES)
-        for side in SIDES[shift:] + SIDES[:shift]:
+        for side in h.rotated(SIDES, rep):
             results[side].append(h.run_worker(__file__, [side, str(size), producer]))
     return results
 
@@ -231,8 +230,7 @@ def report(results: dict[str, list[dict[str, Any]]], size: int, producer: str) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="32 MiB once, as a smoke check")
+    parser = h.command_line(__doc__, "32 MiB once, as a smoke check")
     parser.add_argument("--size", type=int, help="bytes to stream (default 1 GiB)")
     parser.add_argument("--reps", type=int, help="fresh-process repetitions per side (default 5)")
     parser.add_argument(

@@ -24,13 +24,15 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
+import attrs
 import psutil
 
 __all__ = [
     "MIB",
     "Batch",
+    "Scale",
     "Stats",
     "command_line",
     "cpu_seconds",
@@ -39,6 +41,7 @@ __all__ = [
     "fmt_ratio",
     "interleaved",
     "peak_rss",
+    "per_side",
     "percentile",
     "preload",
     "print_table",
@@ -101,6 +104,33 @@ def command_line(doc: str | None, quick: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
     parser.add_argument("--quick", action="store_true", help=quick)
     return parser
+
+
+_T = TypeVar("_T")
+
+
+@attrs.frozen
+class Scale:
+    """How much one run of a benchmark does: `--quick` or not, and commands per side."""
+
+    quick: bool
+    count: int
+
+    def pick(self, quick: _T, full: _T) -> _T:
+        """`quick` under `--quick`, else `full`."""
+        return quick if self.quick else full
+
+
+def per_side(doc: str | None, argv: Sequence[str] | None, *, quick: int, full: int) -> Scale:
+    """Parse the command line of a benchmark that runs commands per side.
+
+    `--quick` runs `quick` commands per side, as a smoke check; `--count N`
+    runs N; neither, `full`.
+    """
+    parser = command_line(doc, "a few commands, as a smoke check")
+    parser.add_argument("--count", type=int, help=f"commands per side (default {full})")
+    args = parser.parse_args(argv)
+    return Scale(args.quick, args.count or (quick if args.quick else full))
 
 
 def rotated(names: Sequence[str], turn: int) -> list[str]:

@@ -144,15 +144,13 @@ def report(stats: dict[str, h.Stats], alone: list[list[object]]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = h.command_line(__doc__, "a few commands, as a smoke check")
-    parser.add_argument("--count", type=int, help="commands per side (default 500)")
-    args = parser.parse_args(argv)
-    count = args.count or (24 if args.quick else 500)
-    warmup = 2 if args.quick else 10
+    scale = h.per_side(__doc__, argv, quick=24, full=500)
+    count = scale.count
+    warmup = scale.pick(2, 10)
     h.preload()
     with tempfile.TemporaryDirectory(prefix="bench-journal-") as folder:
         stats = measure(count, warmup, Path(folder))
-        alone = journal_only(50 if args.quick else 1000, Path(folder))
+        alone = journal_only(scale.pick(50, 1000), Path(folder))
     report(stats, alone)
     return 0
 

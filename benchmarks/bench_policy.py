@@ -127,14 +127,12 @@ def report(stats: dict[str, h.Stats], checks: list[list[object]]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = h.command_line(__doc__, "a few commands, as a smoke check")
-    parser.add_argument("--count", type=int, help="commands per side (default 500)")
-    args = parser.parse_args(argv)
-    count = args.count or (24 if args.quick else 500)
-    warmup = 2 if args.quick else 10
+    scale = h.per_side(__doc__, argv, quick=24, full=500)
+    count = scale.count
+    warmup = scale.pick(2, 10)
     h.preload()
     stats = measure(count, warmup)
-    report(stats, check_only(50 if args.quick else 2000))
+    report(stats, check_only(scale.pick(50, 2000)))
     return 0
 
 

@@ -121,12 +121,10 @@ def report(stats: dict[str, h.Stats]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = h.command_line(__doc__, "a few commands, as a smoke check")
-    parser.add_argument("--count", type=int, help="commands per side (default 500)")
-    args = parser.parse_args(argv)
-    count = args.count or (24 if args.quick else 500)
-    rounds = 4 if args.quick else 10
-    warmup = 2 if args.quick else 10
+    scale = h.per_side(__doc__, argv, quick=24, full=500)
+    count = scale.count
+    rounds = scale.pick(4, 10)
+    warmup = scale.pick(2, 10)
     h.preload()
     report(measure(count, rounds, warmup))
     return 0

@@ -202,13 +202,11 @@ async def concurrent(ours: SshExecutor, connection: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = h.command_line(__doc__, "a few commands, as a smoke check")
-    parser.add_argument("--count", type=int, help="commands per side (default 200)")
-    args = parser.parse_args(argv)
-    count = args.count or (12 if args.quick else 200)
-    rounds = 3 if args.quick else 10
+    scale = h.per_side(__doc__, argv, quick=12, full=200)
+    count = scale.count
+    rounds = scale.pick(3, 10)
     # A new connection costs a fifth of a second: 20 of them tell its figure.
-    new_connections = 3 if args.quick else 20
+    new_connections = scale.pick(3, 20)
     server = start_server(max_sessions=128)
     if server is None:
         print("skipped: no /usr/sbin/sshd (install openssh-server)")

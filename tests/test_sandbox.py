@@ -36,7 +36,7 @@ from executor import (
     ToolExecutor,
     UnixSignal,
 )
-from executor.testing import ExecutorContract, ReadOnlyContract
+from executor.testing import ExecutorContract, ReadOnlyContract, SessionContract
 
 pytestmark = pytest.mark.anyio
 
@@ -157,6 +157,14 @@ class TestBubblewrapContract(ExecutorContract, BubblewrapFixtures):
 
 class TestLandlockContract(ExecutorContract, LandlockFixtures):
     """The shared contract, under Landlock."""
+
+
+class TestBubblewrapSessions(SessionContract, BubblewrapFixtures):
+    """The session contract, under bubblewrap: signals reach the command inside."""
+
+
+class TestLandlockSessions(SessionContract, LandlockFixtures):
+    """The session contract, under Landlock."""
 
 
 class ReadOnlyFixtures:

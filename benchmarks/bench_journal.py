@@ -145,11 +145,9 @@ def report(stats: dict[str, h.Stats], alone: list[list[object]]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     scale = h.per_side(__doc__, argv, quick=24, full=500)
-    count = scale.count
-    warmup = scale.pick(2, 10)
     h.preload()
     with tempfile.TemporaryDirectory(prefix="bench-journal-") as folder:
-        stats = measure(count, warmup, Path(folder))
+        stats = measure(scale.count, scale.pick(2, 10), Path(folder))
         alone = journal_only(scale.pick(50, 1000), Path(folder))
     report(stats, alone)
     return 0

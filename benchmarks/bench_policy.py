@@ -128,10 +128,8 @@ def report(stats: dict[str, h.Stats], checks: list[list[object]]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     scale = h.per_side(__doc__, argv, quick=24, full=500)
-    count = scale.count
-    warmup = scale.pick(2, 10)
     h.preload()
-    stats = measure(count, warmup)
+    stats = measure(scale.count, scale.pick(2, 10))
     report(stats, check_only(scale.pick(50, 2000)))
     return 0
 

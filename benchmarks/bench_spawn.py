@@ -122,11 +122,8 @@ def report(stats: dict[str, h.Stats]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     scale = h.per_side(__doc__, argv, quick=24, full=500)
-    count = scale.count
-    rounds = scale.pick(4, 10)
-    warmup = scale.pick(2, 10)
     h.preload()
-    report(measure(count, rounds, warmup))
+    report(measure(scale.count, scale.pick(4, 10), scale.pick(2, 10)))
     return 0
 
 

@@ -204,14 +204,18 @@ class ProcessSession(abc.ABC):
         self._leaving = True
         self._receive.close()
         try:
-            # Also after the exit: background processes the command left.
-            await run_to_completion(self._terminate)
+            await self._leave()
         finally:
             try:
                 await self._stack.aclose()
             finally:
                 await run_to_completion(self._release)
         return None
+
+    async def _leave(self) -> None:
+        """End what still runs as the block is left, whatever cancels the caller."""
+        # Also after the exit: background processes the command left.
+        await run_to_completion(self._terminate)
 
     def __aiter__(self) -> Self:
         return self
@@ -571,20 +575,7 @@ class WrappedSession(ProcessSession):
     async def _terminate(self, grace: float | None = None) -> None:
         self.inner.cancel()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        if not self._started:
-            return None
-        self._leaving = True
-        self._receive.close()
-        try:
-            # The inner session kills its whole tree, with its grace, and reaps
-            # it; it is left in this task, the one that entered it.
-            await self.inner.__aexit__(None, None, None)
-        finally:
-            await self._stack.aclose()
-        return None
+    async def _leave(self) -> None:
+        # The inner session kills its whole tree, with its grace, and reaps
+        # it; it is left in this task, the one that entered it.
+        await self.inner.__aexit__(None, None, None)

@@ -3,7 +3,7 @@
 Throughput: `dd if=/dev/zero bs=1M count=N` read to the end through a
 session (`async for`), through `exec_cmd_streaming` with a counting sink, and
 through a raw asyncio read loop (`create_subprocess_shell`, `read(1 << 16)`),
-in interleaved rounds; MB/s per side and ratios.
+in interleaved rounds; the median MB/s per side, and ratios.
 
 Latency: a `python -c` child prints `time.monotonic()` every 10 ms; the
 consumer stamps each complete line on arrival (one machine-wide clock), so
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -100,9 +101,12 @@ def _order(index: int) -> list[str]:
 
 
 def throughput(workdir: str, mib: int, rounds: int) -> dict[str, float]:
-    """MB/s per side, over all rounds."""
-    seconds = dict.fromkeys(SIDES, 0.0)
-    total = dict.fromkeys(SIDES, 0)
+    """MB/s per side: the median over the interleaved rounds.
+
+    The median, not the total: on a shared machine one slow round of one side
+    would otherwise decide the ratio.
+    """
+    rates: dict[str, list[float]] = {name: [] for name in SIDES}
     per_round = max(1, mib // rounds)
     for index in range(rounds):
         for name in _order(index):
@@ -113,10 +117,10 @@ def throughput(workdir: str, mib: int, rounds: int) -> dict[str, float]:
 
             start = time.perf_counter()
             SIDES[name](workdir, _dd(per_round), feed)
-            seconds[name] += time.perf_counter() - start
+            elapsed = time.perf_counter() - start
             assert count[0] == per_round * h.MIB, (name, count[0])
-            total[name] += count[0]
-    return {name: total[name] / 1e6 / seconds[name] for name in SIDES}
+            rates[name].append(count[0] / 1e6 / elapsed)
+    return {name: statistics.median(values) for name, values in rates.items()}
 
 
 def latency(workdir: str, seconds: float, rounds: int) -> dict[str, h.Stats]:
@@ -173,13 +177,13 @@ def report(rates: dict[str, float], stats: dict[str, h.Stats], mib: int, seconds
 def main(argv: list[str] | None = None) -> int:
     """Run both measurements and print the report."""
     parser = h.command_line(__doc__, "8 MiB and 0.3 s, as a smoke check")
-    parser.add_argument("--mib", type=int, help="MiB per side for throughput (default 256)")
+    parser.add_argument("--mib", type=int, help="MiB per side for throughput (default 1024)")
     parser.add_argument("--seconds", type=float, help="printing time per side (default 2)")
-    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 4, quick 1)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 8, quick 1)")
     args = parser.parse_args(argv)
-    mib = args.mib or (8 if args.quick else 256)
+    mib = args.mib or (8 if args.quick else 1024)
     seconds = args.seconds or (0.3 if args.quick else 2.0)
-    rounds = args.rounds or (1 if args.quick else 4)
+    rounds = args.rounds or (1 if args.quick else 8)
     h.preload()
     with tempfile.TemporaryDirectory(prefix="bench-sessions-") as workdir:
         rates = throughput(workdir, mib, rounds)

@@ -20,6 +20,7 @@ import anyio
 import attrs
 import pytest
 from conftest import alive
+from test_session_acceptance import drive_repl_on_a_pty, drive_repl_through_pipes
 
 from executor import (
     Command,
@@ -32,7 +33,6 @@ from executor import (
     Sandbox,
     Signal,
     Stdout,
-    Text,
     ToolExecutor,
     UnixSignal,
 )
@@ -516,45 +516,14 @@ async def test_session_signal_reaches_the_commands_trap(
 
 async def test_python_repl_through_a_sandboxed_pty(tmp_path: Path, backend: str) -> None:
     """`python3 -i` on a sandboxed pty: Ctrl-C of a loop is a KeyboardInterrupt, and it goes on."""
-    cmd = Command.exec([sys.executable, "-i", "-q"]).with_env(
-        {"TERM": "dumb", "PYTHON_BASIC_REPL": "1"}
-    )
     async with sandboxed(tmp_path, backend) as ex:
-        with anyio.fail_after(30):
-            async with await ex.start(cmd, pty=True) as session:
-                seen = await read_until(session, b">>> ")
-                await session.send_stdin(Text("print(6*7)\n"))
-                seen = await read_until(session, b"42", seen)
-                seen = await read_until(session, b">>> ", seen, seen.index(b"42"))
-                await session.send_stdin(Text("while True: pass\n\n"))
-                await anyio.sleep(0.3)
-                await session.send_stdin(Text("\x03"))
-                seen = await read_until(session, b"KeyboardInterrupt", seen)
-                seen = await read_until(session, b">>> ", seen, seen.index(b"KeyboardInterrupt"))
-                await session.send_stdin(Text("print('still ' + 'here')\n"))
-                seen = await read_until(session, b"still here", seen)
-                await session.send_stdin(Text("exit()\n"))
-                output = await session.finalize()
-    assert output.exit_code == 0
+        await drive_repl_on_a_pty(ex)
 
 
 async def test_python_repl_signalled_through_sandboxed_pipes(tmp_path: Path, backend: str) -> None:
     """`python3 -i -u` over pipes: `Signal(SIGINT)` interrupts a loop and the REPL goes on."""
-    cmd = Command.exec([sys.executable, "-i", "-u", "-q"])
     async with sandboxed(tmp_path, backend) as ex:
-        with anyio.fail_after(30):
-            async with await ex.start(cmd) as session:
-                await session.send_stdin(Text("print(6*7)\n"))
-                seen = await read_until(session, b"42")
-                await session.send_stdin(Text("while True: pass\n\n"))
-                await anyio.sleep(0.3)
-                await session.send_stdin(Signal(UnixSignal.SIGINT))
-                await session.send_stdin(Text("print('still ' + 'here')\n"))
-                seen = await read_until(session, b"still here", seen)
-                await session.send_stdin(Text("exit()\n"))
-                output = await session.finalize()
-    assert output.exit_code == 0
-    assert b"KeyboardInterrupt" in output.stderr
+        await drive_repl_through_pipes(ex)
 
 
 async def test_read_only_runs_shell_with_nothing_writable(tmp_path: Path, backend: str) -> None:

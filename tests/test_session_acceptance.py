@@ -24,6 +24,7 @@ from executor import (
     Stderr,
     Stdout,
     Text,
+    ToolExecutor,
     UnixSignal,
 )
 
@@ -45,46 +46,56 @@ async def read_until(
     return seen
 
 
+async def drive_repl_on_a_pty(ex: ToolExecutor) -> None:
+    """Drive `python3 -i` on a pty: compute, Ctrl-C a loop, go on, exit 0."""
+    cmd = Command.exec([PY, "-i", "-q"]).with_env({"TERM": "dumb", "PYTHON_BASIC_REPL": "1"})
+    with anyio.fail_after(30):
+        async with await ex.start(cmd, pty=True) as session:
+            seen = await read_until(session, b">>> ")
+            await session.send_stdin(Text("print(6*7)\n"))
+            seen = await read_until(session, b"42", seen)
+            seen = await read_until(session, b">>> ", seen, seen.index(b"42"))
+            await session.send_stdin(Text("while True: pass\n\n"))
+            await anyio.sleep(0.3)
+            await session.send_stdin(Text("\x03"))
+            seen = await read_until(session, b"KeyboardInterrupt", seen)
+            seen = await read_until(session, b">>> ", seen, seen.index(b"KeyboardInterrupt"))
+            await session.send_stdin(Text("print('still ' + 'here')\n"))
+            seen = await read_until(session, b"still here", seen)
+            await session.send_stdin(Text("exit()\n"))
+            output = await session.finalize()
+    assert output.exit_code == 0
+
+
+async def drive_repl_through_pipes(ex: ToolExecutor) -> None:
+    """Drive `python3 -i -u` over pipes: Signal(SIGINT) interrupts a loop, the REPL goes on."""
+    cmd = Command.exec([PY, "-i", "-u", "-q"])
+    with anyio.fail_after(30):
+        async with await ex.start(cmd) as session:
+            await session.send_stdin(Text("print(6*7)\n"))
+            seen = await read_until(session, b"42")
+            await session.send_stdin(Text("while True: pass\n\n"))
+            await anyio.sleep(0.3)
+            await session.send_stdin(Signal(UnixSignal.SIGINT))
+            # Over pipes the prompt and traceback go to stderr; stdout shows the next result.
+            await session.send_stdin(Text("print('still ' + 'here')\n"))
+            seen = await read_until(session, b"still here", seen)
+            await session.send_stdin(Text("exit()\n"))
+            output = await session.finalize()
+    assert output.exit_code == 0
+    assert b"KeyboardInterrupt" in output.stderr
+
+
 async def test_python_repl_through_pty(tmp_path: Path) -> None:
     """An interactive `python3 -i` on a pty computes, survives Ctrl-C of a loop, and exits 0."""
-    cmd = Command.exec([PY, "-i", "-q"]).with_env({"TERM": "dumb", "PYTHON_BASIC_REPL": "1"})
     async with LocalExecutor(tmp_path, kill_grace=0.2) as ex:
-        with anyio.fail_after(30):
-            async with await ex.start(cmd, pty=True) as session:
-                seen = await read_until(session, b">>> ")
-                await session.send_stdin(Text("print(6*7)\n"))
-                seen = await read_until(session, b"42", seen)
-                seen = await read_until(session, b">>> ", seen, seen.index(b"42"))
-                await session.send_stdin(Text("while True: pass\n\n"))
-                await anyio.sleep(0.3)
-                await session.send_stdin(Text("\x03"))
-                seen = await read_until(session, b"KeyboardInterrupt", seen)
-                seen = await read_until(session, b">>> ", seen, seen.index(b"KeyboardInterrupt"))
-                await session.send_stdin(Text("print('still ' + 'here')\n"))
-                seen = await read_until(session, b"still here", seen)
-                await session.send_stdin(Text("exit()\n"))
-                output = await session.finalize()
-    assert output.exit_code == 0
+        await drive_repl_on_a_pty(ex)
 
 
 async def test_python_repl_through_pipes(tmp_path: Path) -> None:
     """`python3 -i -u` over pipes: SIGINT to the group interrupts a loop and the REPL goes on."""
-    cmd = Command.exec([PY, "-i", "-u", "-q"])
     async with LocalExecutor(tmp_path, kill_grace=0.2) as ex:
-        with anyio.fail_after(30):
-            async with await ex.start(cmd) as session:
-                await session.send_stdin(Text("print(6*7)\n"))
-                seen = await read_until(session, b"42")
-                await session.send_stdin(Text("while True: pass\n\n"))
-                await anyio.sleep(0.3)
-                await session.send_stdin(Signal(UnixSignal.SIGINT))
-                # Over pipes the prompt and traceback go to stderr; stdout shows the next result.
-                await session.send_stdin(Text("print('still ' + 'here')\n"))
-                seen = await read_until(session, b"still here", seen)
-                await session.send_stdin(Text("exit()\n"))
-                output = await session.finalize()
-    assert output.exit_code == 0
-    assert b"KeyboardInterrupt" in output.stderr
+        await drive_repl_through_pipes(ex)
 
 
 @pytest.mark.skipif(shutil.which("tput") is None, reason="tput is not installed")

@@ -756,25 +756,20 @@ def write_atomically(path: str, content: bytes) -> None:
     if not name or name in (".", ".."):
         # Checked before any folder is made: a refused write changes nothing.
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+    existing: os.stat_result | None
     try:
         existing = os.lstat(path)
     except FileNotFoundError:
         os.makedirs(directory, exist_ok=True)
-        mode = 0o666 & ~_umask()
+        existing = None
     else:
         if stat.S_ISDIR(existing.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-        mode = (
-            stat.S_IMODE(existing.st_mode) if stat.S_ISREG(existing.st_mode) else 0o666 & ~_umask()
-        )
+    mode = _kept_mode(existing)
     # A short prefix: the temporary name must fit NAME_MAX when the target's does.
     fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name[:32]}.", suffix=".tmp")
     try:
-        with open(fd, "wb", closefd=True) as file:
-            file.write(content)
-            os.fchmod(file.fileno(), mode)
-            file.flush()
-            os.fsync(file.fileno())
+        _fill(fd, content, mode)
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -811,27 +806,20 @@ def write_beneath(root: int, path: str, content: bytes, shown: str) -> None:
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     parent = open_dir_beneath(root, directory or ".", shown=shown, create=True)
     try:
+        existing: os.stat_result | None
         try:
             existing = os.stat(name, dir_fd=parent, follow_symlinks=False)
         except FileNotFoundError:
-            mode = 0o666 & ~_umask()
+            existing = None
         else:
             if stat.S_ISDIR(existing.st_mode):
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
             if stat.S_ISLNK(existing.st_mode):
                 _refuse_if_outside(root, path, shown)
-            mode = (
-                stat.S_IMODE(existing.st_mode)
-                if stat.S_ISREG(existing.st_mode)
-                else 0o666 & ~_umask()
-            )
+        mode = _kept_mode(existing)
         fd, temporary = _temporary_file(parent, name)
         try:
-            with open(fd, "wb", closefd=True) as file:
-                file.write(content)
-                os.fchmod(file.fileno(), mode)
-                file.flush()
-                os.fsync(file.fileno())
+            _fill(fd, content, mode)
             os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -839,6 +827,24 @@ def write_beneath(root: int, path: str, content: bytes, shown: str) -> None:
             raise
     finally:
         os.close(parent)
+
+
+def _kept_mode(existing: os.stat_result | None) -> int:
+    # A regular file keeps its mode; a new file, or one replacing a symlink or
+    # a special file, gets what the umask gives.
+    if existing is not None and stat.S_ISREG(existing.st_mode):
+        return stat.S_IMODE(existing.st_mode)
+    return 0o666 & ~_umask()
+
+
+def _fill(fd: int, content: bytes, mode: int) -> None:
+    # The new temporary file, written whole, given its mode and synced before
+    # the rename makes it the target: a crash never leaves half a file there.
+    with open(fd, "wb", closefd=True) as file:
+        file.write(content)
+        os.fchmod(file.fileno(), mode)
+        file.flush()
+        os.fsync(file.fileno())
 
 
 def _refuse_if_outside(root: int, path: str, shown: str) -> None:

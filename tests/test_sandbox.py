@@ -20,7 +20,7 @@ import anyio
 import attrs
 import pytest
 from conftest import alive
-from test_session_acceptance import drive_repl_on_a_pty, drive_repl_through_pipes
+from test_session_acceptance import drive_repl_on_a_pty, drive_repl_through_pipes, read_until
 
 from executor import (
     Command,
@@ -28,7 +28,6 @@ from executor import (
     LocalExecutor,
     NonZeroExit,
     PolicyDenied,
-    ProcessSession,
     ReadOnly,
     Sandbox,
     Signal,
@@ -476,19 +475,6 @@ async def test_sessions_and_ptys_are_sandboxed(tmp_path: Path, backend: str) -> 
         assert tty.stdout == b"terminal\r\n"
     assert (work / "inside").read_text() == "in\n"
     assert not (outside / "pwned").exists()
-
-
-async def read_until(
-    session: ProcessSession, needle: bytes, seen: bytes = b"", start: int | None = None
-) -> bytes:
-    """Read stdout chunks until `needle` appears in `seen` past `start` (its end); return all."""
-    start = len(seen) if start is None else start
-    while needle not in seen[start:]:
-        chunk = await session.next_chunk()
-        assert chunk is not None, f"output ended before {needle!r}: {seen!r}"
-        if isinstance(chunk.chunk, Stdout):
-            seen += chunk.chunk.data
-    return seen
 
 
 @pytest.mark.parametrize("pty", [False, True], ids=["pipes", "pty"])

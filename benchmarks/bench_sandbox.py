@@ -10,10 +10,12 @@ machine's noise (2 shared cores) falls on every side alike:
 
 - `bare`: `LocalExecutor(workdir)`;
 - `bubblewrap`: `LocalExecutor(workdir, sandbox=Sandbox(backend="bubblewrap"))`:
-  a `bwrap` process, user, mount, PID, IPC, UTS, cgroup and network
-  namespaces per command;
-- `bubblewrap + rlimits`: the same with four rlimits, set by the executor on
-  `bwrap`'s waiting child (`--info-fd`, `--block-fd`: a round trip, no exec);
+  `bwrap` builds the sandbox (user, mount, UTS, cgroup and network
+  namespaces) once per executor, and its server starts each command in a
+  PID, mount and IPC namespace of its own (a fork, namespaces made ahead);
+  each executor's first command, which builds it, is timed apart;
+- `bubblewrap + rlimits`: the same with four rlimits, set by the command's
+  init before the exec;
 - `landlock`: `Sandbox(backend="landlock")`: the spawn is handed to a thread
   restricted once, so a command costs one thread hand-off more;
 - `landlock + rlimits`: the same with four rlimits (one `prlimit` exec more).
@@ -22,8 +24,9 @@ A backend this machine cannot give is reported as such and left out.
 
 Targets: bubblewrap adds <= 5 ms at the median; Landlock adds <= 1 ms.
 
-`--breakdown` shows where bubblewrap's time goes: the very command line the
-executor builds for `true` run bare by `subprocess.run` (no executor), against
+`--breakdown` shows what one `bwrap` per command would cost: the one-shot
+command line of the same sandbox (`Sandbox.bubblewrap_argv`) for `true`, run
+bare by `subprocess.run` (no executor), against
 `true` alone, `bwrap --ro-bind / / true`, that command line with each option
 group left out in turn, and with `prlimit` in front; in rotating rounds, medians.
 """
@@ -66,12 +69,19 @@ SIDES: dict[str, Sandbox | None] = {
 }
 
 
-def _side(sandbox: Sandbox | None) -> Batch:
+# Per side, each executor's first command: bubblewrap builds its sandbox then.
+FIRST: dict[str, list[float]] = {}
+
+
+def _side(name: str, sandbox: Sandbox | None) -> Batch:
     def batch(workdir: str, count: int) -> list[float]:
         async def main() -> list[float]:
             times = []
             command = Command.exec(["true"])
             async with LocalExecutor(workdir, sandbox=sandbox) as ex:
+                started = time.perf_counter()
+                await ex.exec_cmd(command)
+                FIRST.setdefault(name, []).append(time.perf_counter() - started)
                 for _ in range(count):
                     started = time.perf_counter()
                     await ex.exec_cmd(command)
@@ -94,7 +104,7 @@ def available() -> dict[str, Batch]:
                 first = str(error).splitlines()[1] if "\n" in str(error) else str(error)
                 print(f"{name}: not available here ({first.lstrip('- ')})")
                 continue
-        sides[name] = _side(sandbox)
+        sides[name] = _side(name, sandbox)
     return sides
 
 
@@ -113,6 +123,12 @@ def report(stats: dict[str, h.Stats]) -> None:
         )
     print("Sandbox overhead: sequential `true` through exec_cmd (ms per command, asyncio)")
     h.print_table(["side", "n", "median", "p99", "added (median)", "med/bare"], rows)
+    firsts = ", ".join(
+        f"{name} {statistics.median(times) * 1000:.1f} ms" for name, times in FIRST.items()
+    )
+    print(
+        f"each executor's first command (not in the table; bubblewrap builds its sandbox): {firsts}"
+    )
     for backend, target in TARGETS.items():
         if backend not in stats:
             continue

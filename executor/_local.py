@@ -48,16 +48,16 @@ from executor._process import (
     Spawned,
     boot_clock,
     kill_tree,
-    run_to_completion,
     spawn,
+    spawn_served,
     wait_exit,
 )
 from executor._sandbox import (
     Sandbox,
+    SandboxServer,
     find_program,
-    limit_bubblewrapped,
     running_read_only,
-    signal_bubblewrapped,
+    signal_served,
 )
 from executor._session import LocalSession, ProcessSession
 
@@ -189,12 +189,14 @@ class LocalExecutor(ToolExecutor):
         init=False, default=None, repr=False
     )
     _workdirs: tuple[str, ...] = attrs.field(init=False, default=(), repr=False)
-    # Sandboxed only: the backend chosen when built, and (Landlock) a thread
-    # per rule set, restricted once, that starts the commands.
+    # Sandboxed only: the backend chosen when built, and what starts the
+    # commands: (Landlock) a thread per rule set, restricted once; (bubblewrap)
+    # a sandbox server for read-write commands and one for read-only ones.
     _backend: str | None = attrs.field(init=False, default=None, repr=False)
     _launchers: dict[LandlockRules, RestrictedThread] = attrs.field(
         init=False, factory=dict, repr=False
     )
+    _servers: dict[bool, SandboxServer] = attrs.field(init=False, factory=dict, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.sandbox is not None:
@@ -315,6 +317,9 @@ class LocalExecutor(ToolExecutor):
         launchers, self._launchers = self._launchers, {}
         for launcher in launchers.values():
             launcher.close()
+        servers, self._servers = self._servers, {}
+        for server in servers.values():
+            await server.aclose()
         if self._release is not None:
             # Calls in flight hold duplicates of their own, so closing is safe now.
             self._release()
@@ -474,40 +479,24 @@ class LocalExecutor(ToolExecutor):
             cwd = self.resolve(cmd)
         env = self.environment(cmd)
         launcher: RestrictedThread | None = None
-        bubblewrapped = signal_bubblewrapped if self._backend == "bubblewrap" else None
-        # Under bubblewrap, rlimits are set through a handshake with `bwrap`
-        # (see `limit_bubblewrapped`): its info pipe, then its block pipe.
-        handshake: list[int] = []
-        if bubblewrapped is not None and self.sandbox is not None and self.sandbox.rlimits():
-            handshake = [*os.pipe2(os.O_CLOEXEC), *os.pipe2(os.O_CLOEXEC)]
-            os.set_blocking(handshake[0], False)
-        theirs = (handshake[1], handshake[2]) if handshake else None
-        started_ok = False
+        tag = f"{self._id}/{next(self._serial)}"
         try:
             if self.sandbox is not None:
-                argv, launcher, cwd = self._sandboxed(
-                    argv,
-                    env=env,
-                    cwd=cwd,
-                    pty=pty,
-                    read_only=running_read_only() if read_only is None else read_only,
-                    handshake=theirs,
-                )
-            spawned = spawn(
+                read_only = running_read_only() if read_only is None else read_only
+                argv, launcher, cwd = self._sandboxed(argv, env=env, cwd=cwd, read_only=read_only)
+                if self._backend == "bubblewrap":
+                    return await self._serve(
+                        argv, cwd, env, tag, stdin=stdin, pty=pty, read_only=read_only
+                    )
+            return spawn(
                 argv,
                 cwd=cwd,
                 env=env,
-                tag=f"{self._id}/{next(self._serial)}",
+                tag=tag,
                 stdin=stdin,
                 pty=pty,
-                # Under bubblewrap the command takes the pty itself, inside.
-                take_terminal=bubblewrapped is None,
-                pass_fds=theirs or (),
                 launcher=None if launcher is None else launcher.call,
             )
-            started_ok = True
-            if bubblewrapped is not None:
-                spawned.signaller = functools.partial(bubblewrapped, spawned)
         except OSError as error:
             if error.errno in _RESOURCE_ERRORS:
                 raise ExecutorError(f"cannot start a process: {error.strerror}") from error
@@ -521,54 +510,68 @@ class LocalExecutor(ToolExecutor):
         finally:
             if held is not None:
                 os.close(held)
-            # The child has its ends; ours alone keep the pipes open.
-            for fd in handshake[1:3]:
-                os.close(fd)
-            if handshake and not started_ok:
-                os.close(handshake[0])
-                os.close(handshake[3])
-        if handshake:
-            assert self.sandbox is not None
-            try:
-                await limit_bubblewrapped(
-                    spawned, handshake[0], handshake[3], self.sandbox.rlimits()
-                )
-            except BaseException:
-                # Never let the sandbox go on without its limits: kill it all.
-                await run_to_completion(functools.partial(self._abandon, spawned))
-                raise
-            finally:
-                os.close(handshake[0])
-                os.close(handshake[3])
+
+    async def _serve(
+        self,
+        argv: list[str],
+        cwd: str,
+        env: dict[str, str],
+        tag: str,
+        *,
+        stdin: bool,
+        pty: bool,
+        read_only: bool,
+    ) -> Spawned:
+        """Start a command in this executor's bubblewrap sandbox (see `SandboxServer`).
+
+        Raises:
+            OSError: `cwd` is no folder (as the spawn would say it).
+            ExecutorError: The sandbox cannot be built.
+
+        """
+        assert self.sandbox is not None
+        if not os.path.isdir(cwd):  # noqa: ASYNC240 (one stat)
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cwd)
+        server = self._servers.get(read_only)
+        if server is None:
+            if self._closed:
+                raise ExecutorError("the executor is closed")
+            config = self.sandbox.server_config(Sandbox.probe(), self.workdir, read_only=read_only)
+            server = self._servers[read_only] = SandboxServer(config)
+        spawned = await spawn_served(
+            server,
+            argv,
+            cwd=cwd,
+            env=env,
+            tag=tag,
+            stdin=stdin,
+            pty=pty,
+            rlimits=self.sandbox.named_rlimits(),
+        )
+        spawned.signaller = functools.partial(signal_served, spawned)
         return spawned
 
     async def _abandon(self, spawned: Spawned) -> None:
         """Kill a spawned tree that will not be run, and reap it."""
         try:
             await kill_tree(
-                spawned.tag, grace=self.kill_grace, group=spawned.pid, since=spawned.started
+                spawned.tag, grace=self.kill_grace, group=spawned.group, since=spawned.started
             )
+            spawned.end_served()
             await wait_exit(spawned)
         finally:
             spawned.close()
 
     def _sandboxed(
-        self,
-        argv: Iterable[str],
-        *,
-        env: dict[str, str],
-        cwd: str,
-        pty: bool,
-        read_only: bool,
-        handshake: tuple[int, int] | None = None,
+        self, argv: Iterable[str], *, env: dict[str, str], cwd: str, read_only: bool
     ) -> tuple[list[str], RestrictedThread | None, str]:
         """`argv` as the sandbox runs it, the thread that must start it (Landlock), and its cwd.
 
-        Under `confine`, Landlock's cwd becomes the real path of the folder
-        opened beneath the workdir (bubblewrap is told it with `--chdir`):
-        the command may start in a mount namespace of its own, where a
-        descriptor from this one is no place to start in. A swap between this
-        and the start could only move the starting folder, which the sandbox
+        Under `confine`, the cwd becomes the real path of the folder opened
+        beneath the workdir: the command starts in a mount namespace of its
+        own (bubblewrap) or from another thread (Landlock), where a
+        descriptor from here is no place to start in. A swap between this and
+        the start could only move the starting folder, which the sandbox
         bounds anyway.
 
         Raises:
@@ -578,23 +581,12 @@ class LocalExecutor(ToolExecutor):
         """
         assert self.sandbox is not None
         argv = list(argv)
-        # Under `confine`, cwd is a magic link that means nothing inside a new
-        # mount namespace: its real path instead (the sandbox binds both).
         real = os.path.realpath(cwd) if cwd.startswith("/proc/self/fd/") else cwd
         if os.path.isdir(real):  # otherwise the spawn fails on the folder, as unsandboxed
             find_program(argv[0], env, real)
-        support = Sandbox.probe()
         if self._backend == "bubblewrap":
-            wrapped = self.sandbox.bubblewrap_argv(
-                argv,
-                support=support,
-                cwd=real,
-                workdir=self.workdir,
-                read_only=read_only,
-                pty=pty,
-                handshake=handshake,
-            )
-            return wrapped, None, cwd
+            return argv, None, real
+        support = Sandbox.probe()
         self.sandbox.check_paths(self.workdir, read_only=read_only)
         rules = self.sandbox.landlock_rules(self.workdir, read_only=read_only)
         launcher = self._launchers.get(rules)

@@ -27,7 +27,7 @@ import subprocess
 import termios
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple, Protocol
 
 import anyio
 import attrs
@@ -38,7 +38,17 @@ from executor._base import Sink
 from executor._errors import ExecutorError, TimedOut
 from executor._output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
 
-__all__ = ["TREE_VARIABLE", "ProcStat", "ProcessRun", "Spawned", "kill_tree", "proc_stat", "spawn"]
+__all__ = [
+    "TREE_VARIABLE",
+    "ProcStat",
+    "ProcessRun",
+    "Served",
+    "Spawned",
+    "kill_tree",
+    "proc_stat",
+    "spawn",
+    "spawn_served",
+]
 
 TREE_VARIABLE: Final = "EXECUTOR_PROCESS_TREE"
 """Every process a command starts inherits this variable.
@@ -78,10 +88,22 @@ def _give_buffer(buffer: bytearray) -> None:
 
 
 @attrs.define(eq=False)
+class Served:
+    """A command's init in a sandbox server (see `executor._sandbox`): not our child.
+
+    It stands where a `subprocess.Popen` stands for a command we started
+    ourselves: its pid, and its exit code once known.
+    """
+
+    pid: int
+    returncode: int | None = None
+
+
+@attrs.define(eq=False)
 class Spawned:
     """A started child: its pid, a pidfd to await its exit, and our ends of its pipes."""
 
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | Served
     pidfd: int | None
     stdout: int
     stderr: int
@@ -89,21 +111,147 @@ class Spawned:
     tag: str
     started: float
     # Set when the command's process group is not the child's own (a sandbox's
-    # launcher sits between them): sends a session's signals there instead.
+    # init sits between them): sends a session's signals there instead.
     signaller: Callable[[int], Awaitable[None]] | None = None
+    # Served: the pipe on which the sandbox's init reports the command's end.
+    status: int | None = None
 
     @property
     def pid(self) -> int:
-        """The child's pid, which is also its process group and session id."""
+        """The child's pid: its process group and session id too, unless served."""
         return self.process.pid
+
+    @property
+    def group(self) -> int | None:
+        """The process group to kill with the tree, while its number is surely ours.
+
+        The group and session ids are pinned only while our child, their
+        leader, is unreaped. A served command's init is another's child, so
+        it is ended through its pidfd instead (`end_served`).
+        """
+        if isinstance(self.process, Served) or self.process.returncode is not None:
+            return None
+        return self.pid
+
+    def end_served(self) -> None:
+        """Kill a served command's init, and with it every process of its PID namespace."""
+        if (
+            isinstance(self.process, Served)
+            and self.process.returncode is None
+            and self.pidfd is not None
+        ):
+            with contextlib.suppress(ProcessLookupError):
+                signals.pidfd_send_signal(self.pidfd, signals.SIGKILL)
 
     def close(self) -> None:
         """Close our ends of the pipes and the pidfd."""
-        for fd in (self.stdout, self.stderr, self.stdin, self.pidfd):
+        for fd in (self.stdout, self.stderr, self.stdin, self.pidfd, self.status):
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self.stdin = self.pidfd = None
+        self.stdin = self.pidfd = self.status = None
+
+
+@attrs.define(eq=False)
+class _Ends:
+    """The pipes (or pty) of a child to be: our ends, and the child's stdin, stdout, stderr."""
+
+    ours: list[int]
+    theirs: list[int]
+    stdout: int
+    stderr: int
+    stdin: int | None
+    child: tuple[int, int, int]
+
+    @classmethod
+    def make(cls, *, stdin: bool, pty: bool, ptmx: int | None = None) -> _Ends:
+        """New pipes, or a pty: the host's, or one opened through `ptmx` (a sandbox's)."""
+        ours: list[int] = []
+        theirs: list[int] = []
+        try:
+            # stderr is a pipe either way; under a pty the child writes everything
+            # to the terminal, so this pipe only ends.
+            err_r, err_w = os.pipe2(os.O_CLOEXEC)
+            ours.append(err_r)
+            theirs.append(err_w)
+            in_w: int | None = None
+            if pty:
+                master, slave = os.openpty() if ptmx is None else _open_pty(ptmx)
+                ours.append(master)
+                theirs.append(slave)
+                fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+                in_w = os.dup(master)
+                ours.append(in_w)
+                return cls(ours, theirs, master, err_r, in_w, (slave, slave, slave))
+            out_r, out_w = os.pipe2(os.O_CLOEXEC)
+            ours.append(out_r)
+            theirs.append(out_w)
+            if stdin:
+                in_r, in_w = os.pipe2(os.O_CLOEXEC)
+                ours.append(in_w)
+                theirs.append(in_r)
+            else:
+                in_r = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+                theirs.append(in_r)
+            return cls(ours, theirs, out_r, err_r, in_w, (in_r, out_w, err_w))
+        except BaseException:
+            for fd in ours + theirs:
+                os.close(fd)
+            raise
+
+    def abandon(self) -> None:
+        """Close every end: the child was not started."""
+        for fd in self.ours:
+            os.close(fd)
+        self.ours = []
+
+    def started(
+        self,
+        process: subprocess.Popen[bytes] | Served,
+        pidfd: int | None,
+        tag: str,
+        started: float,
+        *,
+        pty: bool,
+    ) -> Spawned:
+        """Our ends as a `Spawned`, set up for reading."""
+        for fd in self.ours:
+            os.set_blocking(fd, False)
+        if _enlarge_pipes and not pty:
+            for fd in (self.stdout, self.stderr):
+                with contextlib.suppress(OSError):
+                    fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
+        return Spawned(
+            process=process,
+            pidfd=pidfd,
+            stdout=self.stdout,
+            stderr=self.stderr,
+            stdin=self.stdin,
+            tag=tag,
+            started=started,
+        )
+
+    def close_theirs(self) -> None:
+        for fd in self.theirs:
+            os.close(fd)
+        self.theirs = []
+
+
+_TIOCSPTLCK: Final = 0x40045431
+_TIOCGPTPEER: Final = 0x5441
+
+
+def _open_pty(ptmx: int) -> tuple[int, int]:
+    """A new pty through `ptmx`, an O_PATH descriptor of a devpts' multiplexer: master and slave."""
+    master = os.open(f"/proc/self/fd/{ptmx}", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        fcntl.ioctl(master, _TIOCSPTLCK, struct.pack("i", 0))
+        # The peer by its master, with no path looked up in our mount namespace.
+        slave = fcntl.ioctl(master, _TIOCGPTPEER, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except BaseException:
+        os.close(master)
+        raise
+    return master, slave
 
 
 def spawn(
@@ -114,8 +262,6 @@ def spawn(
     tag: str,
     stdin: bool,
     pty: bool = False,
-    take_terminal: bool = True,
-    pass_fds: tuple[int, ...] = (),
     launcher: Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]]
     | None = None,
 ) -> Spawned:
@@ -130,9 +276,6 @@ def spawn(
         pty: Give it a pseudo-terminal (80x24) as stdin, stdout, stderr and
             controlling terminal instead: `stdout` is then the master, `stdin` a
             duplicate of it, and `stderr` a pipe that is at its end at once.
-        take_terminal: With `pty`, make the pty the child's controlling
-            terminal; a sandbox whose command takes it itself, inside, says no.
-        pass_fds: Descriptors the child inherits (a sandbox's handshake pipes).
         launcher: Calls the function it is given, which starts the process,
             and returns what it returns: a sandbox starts its processes from
             a thread of its own (see `executor._landlock`).
@@ -144,82 +287,96 @@ def spawn(
     """
     env = {**env, TREE_VARIABLE: tag}
     started = boot_clock()
-    ours: list[int] = []  # our ends, kept on success
-    theirs: list[int] = []  # the child's ends, closed once it has them
-    try:
-        # stderr is a pipe either way; under a pty the child writes everything
-        # to the terminal, so this pipe only ends.
-        err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        ours.append(err_r)
-        theirs.append(err_w)
-        in_w: int | None = None
-        preexec: Callable[[], None] | None = None
-        if pty:
-            master, slave = os.openpty()
-            ours.append(master)
-            theirs.append(slave)
-            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-            in_w = os.dup(master)
-            ours.append(in_w)
-            out_r = master
-            child_in: int = slave
-            child_out = child_err = slave
+    ends = _Ends.make(stdin=stdin, pty=pty)
+    arguments = list(argv)
+    child_in, child_out, child_err = ends.child
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            arguments,
+            stdin=child_in,
+            stdout=child_out,
+            stderr=child_err,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
             # Runs after setsid(): the new session's controlling terminal.
-            preexec = _take_terminal if take_terminal else None
-        else:
-            out_r, out_w = os.pipe2(os.O_CLOEXEC)
-            ours.append(out_r)
-            theirs.append(out_w)
-            child_in = subprocess.DEVNULL
-            if stdin:
-                in_r, in_w = os.pipe2(os.O_CLOEXEC)
-                ours.append(in_w)
-                theirs.append(in_r)
-                child_in = in_r
-            child_out, child_err = out_w, err_w
-        arguments = list(argv)
+            preexec_fn=_take_terminal if pty else None,
+        )
 
-        def start() -> subprocess.Popen[bytes]:
-            return subprocess.Popen(
-                arguments,
-                stdin=child_in,
-                stdout=child_out,
-                stderr=child_err,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-                pass_fds=pass_fds,
-                preexec_fn=preexec,
-            )
-
+    try:
         process = start() if launcher is None else launcher(start)
     except BaseException:
-        for fd in ours:
-            os.close(fd)
+        ends.abandon()
         raise
     finally:
-        for fd in theirs:
-            os.close(fd)
-    for fd in ours:
-        os.set_blocking(fd, False)
-    if _enlarge_pipes and not pty:
-        for fd in (out_r, err_r):
-            with contextlib.suppress(OSError):
-                fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
+        ends.close_theirs()
     try:
         pidfd: int | None = os.pidfd_open(process.pid)
     except (AttributeError, OSError):
         pidfd = None
-    return Spawned(
-        process=process,
-        pidfd=pidfd,
-        stdout=out_r,
-        stderr=err_r,
-        stdin=in_w,
-        tag=tag,
-        started=started,
-    )
+    return ends.started(process, pidfd, tag, started, pty=pty)
+
+
+class CommandServer(Protocol):
+    """What starts a command in a sandbox built once (`executor._sandbox.SandboxServer`)."""
+
+    ptmx: int | None
+
+    async def ready(self) -> None:
+        """Build the sandbox, if not yet built; then `ptmx` opens its terminals."""
+        ...
+
+    async def start_command(self, request: dict[str, Any], fds: list[int]) -> tuple[int, int]:
+        """Start it with `fds` (stdin, stdout, stderr, status); return its init's pid and pidfd."""
+        ...
+
+
+async def spawn_served(
+    server: CommandServer,
+    argv: Iterable[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    tag: str,
+    stdin: bool,
+    pty: bool = False,
+    rlimits: Iterable[tuple[int, int, str]] = (),
+) -> Spawned:
+    """Start `argv` as `spawn` does, but through `server`, which starts it in a sandbox of its own.
+
+    The command is not our child: its init reports its wait status on a
+    pipe (`Spawned.status`), and is ended through its pidfd.
+
+    Raises:
+        ExecutorError: The server could not start it.
+
+    """
+    request = {
+        "argv": list(argv),
+        "env": {**env, TREE_VARIABLE: tag},
+        "cwd": cwd,
+        "pty": pty,
+        "rlimits": [list(limit) for limit in rlimits],
+    }
+    started = boot_clock()
+    await server.ready()
+    ends = _Ends.make(stdin=stdin, pty=pty, ptmx=server.ptmx)
+    status_r, status_w = os.pipe2(os.O_CLOEXEC)
+    ends.theirs.append(status_w)
+    try:
+        init, pidfd = await server.start_command(request, [*ends.child, status_w])
+    except BaseException:
+        ends.abandon()
+        os.close(status_r)
+        raise
+    finally:
+        ends.close_theirs()
+    os.set_blocking(status_r, False)
+    spawned = ends.started(Served(init), pidfd, tag, started, pty=pty)
+    spawned.status = status_r
+    return spawned
 
 
 _enlarge_pipes = os.geteuid() == 0
@@ -232,6 +389,9 @@ def _take_terminal() -> None:
 
 async def wait_exit(spawned: Spawned) -> int:
     """Wait for the child to exit, reap it, and return its wait status."""
+    if spawned.status is not None:
+        return await _wait_served(spawned, spawned.status)
+    assert isinstance(spawned.process, subprocess.Popen)
     pid = spawned.pid
     if spawned.pidfd is not None:
         await anyio.wait_readable(spawned.pidfd)
@@ -254,6 +414,37 @@ async def wait_exit(spawned: Spawned) -> int:
     # Popen would otherwise warn that its process "is still running" when collected.
     spawned.process.returncode = os.waitstatus_to_exitcode(status)
     return status
+
+
+async def _wait_served(spawned: Spawned, status: int) -> int:
+    """A served command's wait status, reported by its init once all the command left is gone.
+
+    Raises:
+        ExecutorError: The sandbox could not be set up for the command.
+
+    """
+    report = b""
+    while True:
+        try:
+            data = os.read(status, 4096)
+        except BlockingIOError:
+            await anyio.wait_readable(status)
+            continue
+        report += data
+        if not data or (report.startswith(b"S") and len(report) >= 5):
+            break
+    if report.startswith(b"S") and len(report) >= 5:
+        wait_status: int = struct.unpack("i", report[1:5])[0]
+    elif report.startswith(b"E"):
+        raise ExecutorError(report[1:].decode(errors="replace"))
+    else:
+        # Init was killed (by us, or with its server): its namespace dies
+        # with it, which its pidfd tells.
+        if spawned.pidfd is not None:
+            await anyio.wait_readable(spawned.pidfd)
+        wait_status = signals.SIGKILL
+    spawned.process.returncode = os.waitstatus_to_exitcode(wait_status)
+    return wait_status
 
 
 def _decode_status(status: int) -> tuple[int, int | None]:
@@ -373,9 +564,10 @@ class ProcessRun:
         spawned = self._spawned
         # The group and session ids are pinned only while the leader is unreaped:
         # after that an unrelated process may get the same number.
-        group = spawned.pid if self._status is None else None
+        group = spawned.group if self._status is None else None
         await kill_tree(spawned.tag, grace=self._kill_grace, group=group, since=spawned.started)
         if self._status is None:
+            spawned.end_served()
             self._status = await wait_exit(spawned)
 
     async def _read(self, fd: int, kind: Callable[[bytes], Chunk]) -> None:

@@ -5,17 +5,20 @@ starts (`exec_cmd`, streaming, sessions and PTYs, which share one spawn path):
 
 - **bubblewrap** (`bwrap`, Debian package `bubblewrap`): a mount namespace
   whose root is the host's, read-only; the writable paths bound read-write
-  over it; a private `/tmp`; an empty `/run` (no service sockets); the home
-  folder replaced by an empty one; a PID
-  namespace, so the command's pid 1 takes every process of the sandbox with
-  it when it ends (a daemon that double-forks and drops every tag dies too);
-  a network namespace of its own (only a private loopback) unless the network
-  is asked for; user (with no capability, even for root), IPC and UTS
-  namespaces; `--die-with-parent`, and a new session (on a PTY the command
-  makes one more, below the namespace's init, and takes the terminal as its
-  controlling one). A session's signals go to the command's process group
-  inside the sandbox, found below `bwrap` (`signal_bubblewrapped`), as a
-  terminal's keys do.
+  over it; an empty `/run` (no service sockets); the home folder replaced by
+  an empty one; a network namespace of its own (only a private loopback)
+  unless the network is asked for; a user namespace with no capability for
+  the commands, even for root; UTS namespace. `bwrap` builds that once per
+  executor (and once more for read-only commands), and a `SandboxServer`
+  joins it and starts each command in namespaces of its own within it: a
+  PID namespace, so the command's init takes every process of it along
+  when the command ends (a daemon that double-forks and drops every tag
+  dies too); a mount namespace with a fresh `/tmp`, `/run`, `/dev/shm` and
+  home, and the `/proc` of that PID namespace; an IPC namespace; a session
+  of its own (on a PTY, opened on the sandbox's own devpts, its controlling
+  terminal). The server dies with the executor's process. A session's
+  signals go to the command's process group inside the sandbox, found below
+  its init (`signal_served`), as a terminal's keys do.
 - **Landlock** (Linux 5.13+, no program needed; see `executor._landlock`):
   the same filesystem rules through the Landlock system calls; with ABI 4 no
   TCP `bind` or `connect` unless the network is asked for (run by root, a
@@ -25,9 +28,8 @@ starts (`exec_cmd`, streaming, sessions and PTYs, which share one spawn path):
   only.
 
 Resource limits are rlimits set before the command starts, so every process
-in the sandbox inherits them: under bubblewrap by the executor itself, on
-`bwrap`'s child while it waits (`--info-fd`, `--block-fd`); under Landlock
-through util-linux's `prlimit`. `processes`
+in the sandbox inherits them: under bubblewrap by the command's init; under
+Landlock through util-linux's `prlimit`. `processes`
 (`RLIMIT_NPROC`) does not bind uid 0, so a sandbox that asks for it refuses
 to run as root. Memory and process limits through cgroup v2 (`memory`,
 `pids`) need the controllers delegated to this user.
@@ -39,6 +41,7 @@ every guarantee the machine cannot give and how to get it.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import contextvars
 import errno
@@ -47,9 +50,15 @@ import json
 import os
 import pwd
 import resource
+import select
 import shutil
 import signal as signals
+import socket
+import struct
 import subprocess
+import sys
+import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
@@ -63,7 +72,14 @@ from executor._landlock import LandlockRules, abi_version
 from executor._landlock import _read_text as _read
 from executor._process import Spawned, proc_stat
 
-__all__ = ["Backend", "Sandbox", "SandboxSupport", "read_only_commands", "running_read_only"]
+__all__ = [
+    "Backend",
+    "Sandbox",
+    "SandboxServer",
+    "SandboxSupport",
+    "read_only_commands",
+    "running_read_only",
+]
 
 Backend = Literal["auto", "bubblewrap", "landlock"]
 _BACKENDS = ("auto", "bubblewrap", "landlock")
@@ -321,7 +337,7 @@ class Sandbox:
                     f"turning the network off needs Landlock ABI 4 (Linux 6.7+), "
                     f"this kernel has {support.landlock_abi}"
                 )
-        # Under bubblewrap the executor sets them itself (`limit_bubblewrapped`).
+        # Under bubblewrap the command's init sets them (`executor._sandbox_server`).
         if backend == "landlock" and self.rlimits() and support.prlimit is None:
             lacks.append("resource limits need prlimit (util-linux)")
         if self.processes is not None and support.root:
@@ -388,6 +404,14 @@ class Sandbox:
             if (value := getattr(self, name)) is not None
         ]
 
+    def named_rlimits(self) -> list[tuple[int, int, str]]:
+        """The rlimits asked for, each with the field that asked for it."""
+        return [
+            (number, value, name)
+            for name, number in _RESOURCES.items()
+            if (value := getattr(self, name)) is not None
+        ]
+
     def rlimit_argv(self, support: SandboxSupport) -> list[str]:
         """`prlimit --as=N ... --` for the rlimits asked for, or nothing."""
         options = [
@@ -409,67 +433,89 @@ class Sandbox:
         workdir: str,
         read_only: bool,
         pty: bool,
-        handshake: tuple[int, int] | None = None,
     ) -> list[str]:
-        """The whole command line that runs `argv` under bubblewrap in `cwd`.
+        """The one `bwrap` command line that runs `argv` as the sandbox would, in `cwd`.
 
-        With rlimits asked for and a `handshake` (the write end of a pipe
-        for `--info-fd` and the read end of one for `--block-fd`, both
-        passed to `bwrap`), the sandbox waits for `limit_bubblewrapped` to
-        set them; without one, `prlimit` runs `bwrap` with them.
+        `LocalExecutor` builds the sandbox once and starts each command in it
+        (see `SandboxServer`); this line is the same sandbox made for a single
+        command, for running by hand or measuring against.
+
+        Raises:
+            ExecutorError: A writable or readable path does not exist.
+
+        """
+        args = [
+            *self.rlimit_argv(support),
+            *self.bubblewrap_options(support, workdir, read_only)[0],
+        ]
+        args += ["--die-with-parent", "--new-session", "--chdir", cwd, "--"]
+        if pty:
+            args += [_setsid(), "--ctty", "--"]
+        return [*args, *argv]
+
+    def bubblewrap_options(
+        self, support: SandboxSupport, workdir: str, read_only: bool
+    ) -> tuple[list[str], list[str], list[tuple[str, bool]]]:
+        """`bwrap` and its options for the sandbox; its fresh folders; the paths bound in them.
+
+        The fresh folders (`/tmp`, `/run`, the hidden homes) get a new tmpfs
+        for each command; the bound paths that lie in one, each with whether
+        it is writable, in the order they are bound, are bound again over it.
 
         Raises:
             ExecutorError: A writable or readable path does not exist.
 
         """
         assert support.bubblewrap is not None
-        limited = handshake is not None and bool(self.rlimits())
-        args = [
-            *([] if limited else self.rlimit_argv(support)),
-            support.bubblewrap,
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
-        ]
+        args = [support.bubblewrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        fresh = ["/tmp"]
         # /run holds the host's service sockets (docker.sock, D-Bus, systemd):
         # a read-only mount does not stop a connect(), so /run is emptied.
         if os.path.isdir("/run") and not os.path.islink("/run"):
-            args += ["--tmpfs", "/run"]
-        for folder in self.hidden():
+            fresh.append("/run")
+        fresh += self.hidden()
+        # Shared memory (POSIX semaphores, say), fresh for each command too.
+        fresh.append("/dev/shm")
+        for folder in fresh:
             args += ["--tmpfs", folder]
         # Bound after the tmpfs mounts, so what lies in /tmp or the home shows through.
         self.check_paths(workdir, read_only=read_only)
         writable = _spellings(self.writable_paths(workdir, read_only=read_only))
+        binds: list[tuple[str, bool]] = []
         for path in _spellings(self.readable_paths(workdir)):
             # A path bound writable below needs no read-only mount first (the
             # workdir, usually): each mount costs the sandbox's start time.
             if path not in writable and os.path.exists(path):
                 args += ["--ro-bind", path, path]
+                binds.append((path, False))
         for path in writable:
             args += ["--bind", path, path]
+            binds.append((path, True))
         args += _NAMESPACES
         if not self.network:
             args.append("--unshare-net")
-        # A session of its own, made by the namespace's init, which forks the
-        # command into it: no terminal of the host's to reach (TIOCSTI), and
-        # no group shared with `bwrap`, which would end the sandbox on a
-        # session's SIGINT. On a pty (which the spawn then leaves free) the
-        # command makes a session of its own below init's and takes the pty
-        # as its controlling terminal, so the terminal's keys reach its group.
-        if limited:
-            assert handshake is not None
-            args += ["--info-fd", str(handshake[0]), "--block-fd", str(handshake[1])]
-        args += ["--die-with-parent", "--new-session", "--chdir", cwd, "--"]
-        if pty:
-            args += [_setsid(), "--ctty", "--"]
-        args += argv
-        return args
+        within = [
+            (path, writable)
+            for path, writable in binds
+            if any(path == folder or path.startswith(folder.rstrip("/") + "/") for folder in fresh)
+        ]
+        return args, fresh, within
+
+    def server_config(
+        self, support: SandboxSupport, workdir: str, *, read_only: bool
+    ) -> dict[str, Any]:
+        """What `SandboxServer` is told to build: see `executor._sandbox_server`.
+
+        Raises:
+            ExecutorError: A writable or readable path does not exist, or `cat`
+                (which holds the sandbox open) is missing.
+
+        """
+        options, fresh, binds = self.bubblewrap_options(support, workdir, read_only)
+        cat = shutil.which("cat")
+        if cat is None:
+            raise ExecutorError("a bubblewrap sandbox needs cat (coreutils), not found in PATH")
+        return {"bwrap": options, "cat": cat, "fresh": fresh, "binds": binds, "warm": 1}
 
     def landlock_rules(self, workdir: str, *, read_only: bool) -> LandlockRules:
         """The Landlock rules for commands run from `workdir`."""
@@ -479,46 +525,6 @@ class Sandbox:
             hidden=self.hidden(),
             network=self.network,
         )
-
-
-async def limit_bubblewrapped(
-    spawned: Spawned, info: int, block: int, limits: list[tuple[int, int]]
-) -> None:
-    """Set the rlimits on the sandbox `bwrap` started, then let it go on.
-
-    `bwrap` (`--info-fd`) reports the pid of its child, the namespace's init
-    to be, and that child waits (`--block-fd`) until a byte arrives: set on
-    it before it forks the command, the limits bind every process of the
-    sandbox, with no `prlimit` program run in front (an exec less). The
-    caller closes `info` and `block`; it must kill the tree when this
-    raises, since a child that reads the end of `block` goes on unlimited.
-
-    Raises:
-        ExecutorError: A limit could not be set (above the hard limit, say).
-
-    """
-    report = b""
-    while b"}" not in report:
-        try:
-            data = os.read(info, 4096)
-        except BlockingIOError:
-            await anyio.wait_readable(info)
-            continue
-        if not data:
-            return  # `bwrap` failed before its child; it says why and exits
-        report += data
-    child = json.loads(report)["child-pid"]
-    # The child waits on `block`, so it cannot have ended on its own; a kill
-    # from elsewhere could free its pid, which this check catches.
-    if (_stat(child) or (0, 0))[0] != spawned.pid:
-        raise ExecutorError(f"the sandbox's process {child} ended before its limits were set")
-    for number, value in limits:
-        try:
-            resource.prlimit(child, number, (value, value))
-        except (OSError, ValueError) as error:
-            name = next(key for key, known in _RESOURCES.items() if known == number)
-            raise ExecutorError(f"cannot set the sandbox's {name}={value}: {error}") from error
-    os.write(block, b"x")
 
 
 @functools.cache
@@ -531,69 +537,275 @@ def _setsid() -> str:
 
 # pidfd_send_signal's flag (Linux 6.9+): to the target's process group.
 _PIDFD_SIGNAL_PROCESS_GROUP = 4
+_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sandbox_server.py")
+# A request larger than this goes through a memfd: a datagram is bounded by
+# the socket's buffer, and an environment or a script can be large.
+_INLINE = 1 << 16
+# How long the server may take to build the sandbox, and to stop.
+_START_TIMEOUT = 30.0
+_STOP_TIMEOUT = 5.0
 
 
-async def signal_bubblewrapped(spawned: Spawned, signal: int) -> None:
-    """Send `signal` to the process group of the command `bwrap` runs, as a terminal's keys do.
+class SandboxServer:
+    """A bubblewrap sandbox built once, that starts each command in namespaces of its own.
 
-    `spawned` is `bwrap`, which forks the PID namespace's init, which makes
-    a session and forks the command into it (on a pty the command then makes
-    its own). The command is init's first child; it is looked for until it
-    is there (a signal sent the moment a session starts) or `bwrap` ends.
-    Init itself, in the group, ignores every signal but SIGKILL and SIGSTOP
-    from outside its namespace when it has no handler, so the sandbox lives
-    on unless the command dies of it.
+    `LocalExecutor` keeps one per set of mounts (read-write, and read-only
+    for `ReadOnly`), started at the first command. It runs
+    `executor._sandbox_server` in a bare interpreter, which runs `bwrap` once
+    and joins its namespaces; for each command it forks an init into a new
+    PID namespace with a mount and IPC namespace of its own (a fresh `/tmp`,
+    `/run` and hidden homes; `/proc` of the new PID namespace), and that init
+    runs the command with no capability. A command then costs a fork and an
+    exec, not a `bwrap`: see `benchmarks/bench_sandbox.py`.
+
+    The server ends when `aclose` or `close` is called, when this object is
+    collected, or when this process dies; every sandbox of it dies with it.
+    """
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        """Hold `config` (see `Sandbox.server_config`); nothing starts until the first command."""
+        self._config = config
+        self._state: Literal["new", "starting", "ready", "closed"] = "new"
+        self._error = ""
+        self._control: socket.socket | None = None
+        self._pid: int | None = None
+        self._pidfd: int | None = None
+        self._finalizer: weakref.finalize[Any, SandboxServer] | None = None
+        # An O_PATH descriptor of the sandbox's /dev/pts/ptmx, once started:
+        # a session's terminal is opened through it (`spawn_served`).
+        self.ptmx: int | None = None
+
+    async def start_command(self, request: dict[str, Any], fds: list[int]) -> tuple[int, int]:
+        """Start a command with `fds` (stdin, stdout, stderr, status); its init's pid and pidfd.
+
+        Raises:
+            ExecutorError: The sandbox could not be built, or is closed.
+
+        """
+        control = await self._started()
+        body = json.dumps(request).encode()
+        extra: list[int] = []
+        if len(body) > _INLINE:
+            memfd = os.memfd_create("executor-request", os.MFD_CLOEXEC)
+            extra.append(memfd)
+            os.write(memfd, body)  # a memfd takes it all at once
+            body = b"@"
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with ours:
+            try:
+                await _send(control, body, [theirs.fileno(), *fds, *extra])
+            finally:
+                theirs.close()
+                for fd in extra:
+                    os.close(fd)
+            ours.setblocking(False)
+            # Once sent, the command starts whatever happens here: its init is
+            # waited for, so a cancelled caller can still kill what it started.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_START_TIMEOUT):
+                while True:
+                    try:
+                        data, received = _recv(ours)
+                        break
+                    except BlockingIOError:
+                        await anyio.wait_readable(ours)
+        if len(data) == 4 and len(received) == 1:
+            (init,) = struct.unpack("i", data)
+            return init, received[0]
+        for fd in received:
+            os.close(fd)
+        error = json.loads(data).get("error", "") if data.startswith(b"{") else "the server ended"
+        raise ExecutorError(f"cannot start the command in the sandbox: {error}")
+
+    async def ready(self) -> None:
+        """Build the sandbox, if not yet built.
+
+        Raises:
+            ExecutorError: It cannot be built, or the server is closed.
+
+        """
+        await self._started()
+
+    async def _started(self) -> socket.socket:
+        if self._state == "new":
+            self._state = "starting"
+            try:
+                await self._start()
+            except BaseException as error:
+                self._abandon()
+                # The next command tries again: a build can fail for a
+                # passing reason (a host mount that vanished as bwrap read it).
+                self._state = "new"
+                self._error = str(error)
+                raise
+            self._state = "ready"
+        while self._state == "starting":
+            await anyio.sleep(0.002)  # another task starts it; no loop-bound lock needed
+        if self._state != "ready" or self._control is None:
+            raise ExecutorError(self._error or "the executor is closed")
+        return self._control
+
+    async def _start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            os.set_inheritable(theirs.fileno(), True)
+            argv = [sys.executable, "-I", "-S", _SERVER, str(theirs.fileno())]
+            # Its own session, and /dev/null for stdin and stdout; stderr is
+            # ours, for what a broken interpreter says.
+            self._pid = os.posix_spawn(  # noqa: ASYNC221 (a spawn, as every command's)
+                sys.executable,
+                argv,
+                dict(os.environ),
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                ],
+                setsid=True,
+            )
+        except OSError as error:
+            ours.close()
+            raise ExecutorError(f"cannot start the sandbox server: {error}") from error
+        finally:
+            theirs.close()
+        self._pidfd = os.pidfd_open(self._pid)
+        self._control = ours
+        self._finalizer = weakref.finalize(self, _stop, ours, self._pid, self._pidfd, None)
+        ours.setblocking(False)
+        await _send(ours, json.dumps(self._config).encode(), [])
+        with anyio.move_on_after(_START_TIMEOUT):
+            await anyio.wait_readable(ours)
+        try:
+            data, received = _recv(ours)
+        except BlockingIOError:
+            raise ExecutorError(
+                f"the bubblewrap sandbox took over {_START_TIMEOUT:g} s to build"
+            ) from None
+        reply = json.loads(data) if data.startswith(b"{") else {"error": "its server ended"}
+        if "error" in reply or len(received) != 1:
+            for fd in received:
+                os.close(fd)
+            raise ExecutorError(f"cannot build the bubblewrap sandbox: {reply.get('error')}")
+        self.ptmx = received[0]
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _stop, ours, self._pid, self._pidfd, self.ptmx)
+
+    def close(self) -> None:
+        """End the server, and every sandbox it made, without waiting for it."""
+        self._state = "closed"
+        self._abandon()
+
+    def _abandon(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+        self._finalizer = None
+        self._control = None
+        self.ptmx = None
+
+    async def aclose(self) -> None:
+        """End the server, and wait (a few seconds at most) until it is gone."""
+        finalizer, self._finalizer = self._finalizer, None
+        self._state = "closed"
+        if finalizer is None or finalizer.detach() is None:
+            return
+        assert self._control is not None
+        assert self._pid is not None
+        assert self._pidfd is not None
+        self._control.close()
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(_STOP_TIMEOUT):
+                await anyio.wait_readable(self._pidfd)
+            with contextlib.suppress(ProcessLookupError):
+                signals.pidfd_send_signal(self._pidfd, signals.SIGKILL)
+            await anyio.wait_readable(self._pidfd)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self._pid, 0)  # noqa: ASYNC222 (exited: the pidfd said so)
+        os.close(self._pidfd)
+        if self.ptmx is not None:
+            os.close(self.ptmx)
+            self.ptmx = None
+
+
+def _stop(control: socket.socket, pid: int, pidfd: int, ptmx: int | None) -> None:
+    """End a server without waiting: it sees its control socket end, and a thread reaps it."""
+    control.close()
+    if ptmx is not None:
+        os.close(ptmx)
+
+    def reap() -> None:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        finally:
+            os.close(pidfd)
+
+    threading.Thread(target=reap, name="executor-sandbox-reaper", daemon=True).start()
+
+
+async def _send(control: socket.socket, body: bytes, fds: list[int]) -> None:
+    ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+    while True:
+        try:
+            control.sendmsg([body], ancillary)
+            return
+        except BlockingIOError:
+            await anyio.wait_writable(control)
+
+
+def _recv(sock: socket.socket) -> tuple[bytes, list[int]]:
+    fds = array.array("i")
+    data, ancillary, _, _ = sock.recvmsg(1 << 16, socket.CMSG_LEN(4 * fds.itemsize))
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    return data, list(fds)
+
+
+async def signal_served(spawned: Spawned, signal: int) -> None:
+    """Send `signal` to the process group of a served command, as a terminal's keys do.
+
+    The command is its init's first child, in a session and group of its
+    own; it is looked for until it is there (a signal sent the moment a
+    session starts) or its init ends. Init itself ignores every signal but
+    SIGKILL and SIGSTOP from outside its namespace.
     """
     delay = 0.001
-    # While `bwrap` is unreaped its pid is ours: the lookup and the send run
-    # with no await between, after that check.
-    while spawned.process.returncode is None:
-        if _signal_command(spawned.pid, signal):
+    while spawned.process.returncode is None and spawned.pidfd is not None:
+        # While init's pidfd is not readable, its pid is its own: the lookup
+        # and the send run with no await between, after that check.
+        if select.select([spawned.pidfd], [], [], 0)[0]:
+            return
+        if _signal_group_below(spawned.pid, signal):
             return
         await anyio.sleep(delay)
         delay = min(delay * 2, 0.02)
 
 
-def _signal_command(bwrap: int, signal: int) -> bool:
-    """Signal the group of the command below `bwrap`'s init; False if it is not there yet."""
-    inits = _children(bwrap)
-    if not inits:
-        return False
-    init = inits[0]
+def _signal_group_below(init: int, signal: int) -> bool:
+    """Signal the group of the command below `init`; False if it is not there yet."""
     commands = _children(init)
     if not commands:
         return False
     command = commands[0]
-    # The group is init's session's, or on a pty the command's own (once it
-    # has called setsid); either way its leader is one of the two.
-    group = (_stat(command) or (0, 0))[1]
-    parents = {init: bwrap, command: init}
-    if group not in parents:
-        return False
     try:
-        pidfd = os.pidfd_open(group)
+        pidfd = os.pidfd_open(command)
     except ProcessLookupError:
         return False
     try:
-        # Read after the pidfd holds the leader: a pid freed and taken again
-        # between the listing and the open fails these checks (unless it was
-        # taken inside this very sandbox).
-        leader = _stat(group)
-        if leader is None or leader != (parents[group], group):
-            return False
-        if group == command and (_stat(init) or (0, 0))[0] != bwrap:
+        # Read after the pidfd holds it: a pid freed and taken again between
+        # the listing and the open fails this check.
+        if _stat(command) != (init, command):
             return False
         try:
             # To the group the pidfd's process leads.
             signals.pidfd_send_signal(pidfd, signal, None, _PIDFD_SIGNAL_PROCESS_GROUP)
         except ProcessLookupError:
-            pass  # the group ended meanwhile, and the sandbox with it
+            pass  # the group ended meanwhile
         except OSError as error:
             if error.errno != errno.EINVAL:
                 raise
             # A kernel older than 6.9, where the flag is unknown.
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(group, signal)
+                os.killpg(command, signal)
     finally:
         os.close(pidfd)
     return True

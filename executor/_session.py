@@ -461,13 +461,13 @@ class LocalSession(ProcessSession):
             return
         # The group id is pinned only while the leader is unreaped; after that
         # the tree is found by its tag (and parent links) alone, as ProcessRun does.
-        group = spawned.pid if spawned.process.returncode is None else None
         await kill_tree(
             spawned.tag,
             grace=self._kill_grace if grace is None else grace,
-            group=group,
+            group=spawned.group,
             since=spawned.started,
         )
+        spawned.end_served()
 
     async def _release(self) -> None:
         self._close_stdin_fd()

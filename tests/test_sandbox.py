@@ -7,10 +7,13 @@ no Landlock); with `EXECUTOR_REQUIRE_SANDBOX=1` (set by CI) they fail instead.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import socket
+import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -18,6 +21,7 @@ from typing import Any
 
 import anyio
 import attrs
+import psutil
 import pytest
 from conftest import alive
 from test_session_acceptance import drive_repl_on_a_pty, drive_repl_through_pipes, read_until
@@ -35,6 +39,7 @@ from executor import (
     ToolExecutor,
     UnixSignal,
 )
+from executor._sandbox import read_only_commands
 from executor.testing import ExecutorContract, ReadOnlyContract, SessionContract
 
 pytestmark = pytest.mark.anyio
@@ -378,6 +383,125 @@ async def test_private_tmp_under_bubblewrap(tmp_path: Path) -> None:
     assert os.path.basename(name) in listed
     assert host_file.name not in listed
     assert not os.path.exists(name)
+
+
+async def test_each_command_gets_fresh_private_folders(tmp_path: Path) -> None:
+    """Under bubblewrap /tmp, /run, /dev/shm and the hidden home are new for every command.
+
+    The sandbox is built once per executor; what one command leaves in its
+    private folders must not reach the next. /dev itself is read-only.
+    """
+    places = ("/tmp/left", "/run/left", "/dev/shm/left", f"{Path.home()}/left")
+    async with sandboxed(tmp_path, "bubblewrap") as ex:
+        for place in places:
+            await ex.exec_cmd(Command.shell(f"echo x > {place}"))
+        script = "; ".join(f"test -e {place} && echo {place}" for place in places)
+        assert await output_of(ex, f"{script}; true") == ""
+        assert "Read-only file system" in await fails(ex, "touch /dev/left")
+    for place in places:
+        assert not os.path.exists(place)
+
+
+def sandbox_servers() -> list[int]:
+    """Live sandbox servers started by this process."""
+    return [
+        child.pid
+        for child in psutil.Process().children()
+        if "_sandbox_server.py" in " ".join(child.cmdline()) and alive(child.pid)
+    ]
+
+
+async def test_sandbox_is_built_once_and_ends_with_the_executor(tmp_path: Path) -> None:
+    """One server per executor (and mount set), started at the first command, gone at aclose."""
+    before = set(sandbox_servers())
+    async with sandboxed(tmp_path, "bubblewrap") as ex:
+        assert set(sandbox_servers()) == before
+        await ex.exec_cmd(Command.shell("true"))
+        servers = set(sandbox_servers()) - before
+        assert len(servers) == 1
+        for _ in range(3):
+            await ex.exec_cmd(Command.shell("true"))
+        assert set(sandbox_servers()) - before == servers
+        with read_only_commands():
+            await ex.exec_cmd(Command.shell("true"))
+        assert len(set(sandbox_servers()) - before) == 2
+    assert set(sandbox_servers()) <= before
+
+
+async def test_a_dropped_executor_ends_its_sandbox(tmp_path: Path) -> None:
+    """An executor collected without aclose still ends its server, and all in it."""
+    token = f"executor-dropped-{uuid.uuid4().hex[:12]}"
+    before = set(sandbox_servers())
+    ex = LocalExecutor(tmp_path, sandbox=sandbox_for("bubblewrap"))
+    await ex.exec_cmd(Command.shell("true"))
+    assert set(sandbox_servers()) - before
+    del ex
+    gc.collect()
+    with anyio.fail_after(10):
+        while set(sandbox_servers()) - before or processes_with(token):
+            await anyio.sleep(0.05)
+
+
+def test_the_sandbox_dies_with_the_executors_process(tmp_path: Path) -> None:
+    """SIGKILL to the process that holds the executor ends its sandboxes and their commands."""
+    sandbox_for("bubblewrap")  # skips where bubblewrap cannot run
+    token = f"executor-orphan-{uuid.uuid4().hex[:12]}"
+    script = f"""
+import anyio, sys
+from executor import Command, LocalExecutor, Sandbox
+async def main():
+    ex = LocalExecutor({str(tmp_path)!r}, sandbox=Sandbox(backend="bubblewrap"))
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(ex.exec_cmd, Command.shell("sleep 300 # {token}"))
+        while True:
+            await anyio.sleep(3600)
+anyio.run(main)
+"""
+    holder = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 30
+        while not processes_with(token):
+            assert time.monotonic() < deadline, "the sandboxed command never started"
+            assert holder.poll() is None, "the executor's process ended early"
+            time.sleep(0.05)
+    finally:
+        holder.kill()
+        holder.wait()
+    deadline = time.monotonic() + 10
+    while processes_with(token):
+        assert time.monotonic() < deadline, "the sandboxed command outlived its executor"
+        time.sleep(0.05)
+
+
+async def test_a_request_larger_than_a_datagram(tmp_path: Path) -> None:
+    """Arguments of 300 KB in all reach the command (the request goes through a memfd)."""
+    parts = ["a" * 100_000, "b" * 100_000, "c" * 100_000]
+    script = "echo $(( ${#1} + ${#2} + ${#3} ))"
+    async with sandboxed(tmp_path, "bubblewrap") as ex:
+        output = await ex.exec_cmd(Command.exec(["sh", "-c", script, "sh", *parts]))
+    assert output.stdout == b"300000\n"
+
+
+async def test_concurrent_commands_in_one_sandbox(tmp_path: Path) -> None:
+    """Forty commands at once each get their own output, exit code and namespace."""
+    results: dict[int, tuple[bytes, int | None]] = {}
+
+    async def one(n: int) -> None:
+        try:
+            output = await ex.exec_cmd(Command.shell(f"echo {n} $$; exit {n % 3}"))
+            results[n] = (output.stdout, output.exit_code)
+        except NonZeroExit as error:
+            results[n] = (error.output.stdout, error.output.exit_code)
+
+    async with sandboxed(tmp_path, "bubblewrap") as ex:
+        async with anyio.create_task_group() as tasks:
+            for n in range(40):
+                tasks.start_soon(one, n)
+    for n in range(40):
+        stdout, code = results[n]
+        # The shell is its PID namespace's pid 2, under the namespace's init.
+        assert stdout == f"{n} 2\n".encode()
+        assert code == n % 3
 
 
 async def test_network_off_unless_asked(tmp_path: Path, backend: str) -> None:

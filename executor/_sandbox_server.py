@@ -1,0 +1,592 @@
+"""The sandbox server: starts each command of a bubblewrap sandbox in namespaces built once.
+
+Run as `python -I -S _sandbox_server.py CONTROL_FD` by `executor._sandbox`,
+with only the standard library. It starts `bwrap` once, with the sandbox's
+mounts and namespaces and `cat` as its command, then joins that sandbox's
+user, mount, network, UTS and cgroup namespaces itself (as `flatpak enter`
+does). From then on a command costs a fork, not a `bwrap`: for each request
+on the control socket it forks an init into a new PID namespace, which makes
+the command's own mount namespace (a fresh `/tmp`, `/run` and hidden homes,
+a `/proc` of its PID namespace) and IPC namespace, and forks the command,
+which drops every capability before it execs. When the command ends, init
+writes its wait status to the status pipe and exits, and the kernel kills
+whatever is left in the PID namespace.
+
+Each request is one message: a JSON object, with descriptors attached in
+this order: the reply socket, stdin, stdout, stderr, the status pipe's write
+end. The reply, on the reply socket, is init's pid (as the executor sees it)
+with a pidfd of it attached; or a JSON error.
+
+When the control socket ends (the executor closed it, or died), the server
+kills every init it started and its `bwrap`, and exits.
+"""
+
+# This file runs in a bare interpreter (-I -S): standard library only, and
+# everything is imported before the server enters the sandbox's mount
+# namespace, where the interpreter's own files may be hidden.
+from __future__ import annotations
+
+import array
+import contextlib
+import ctypes
+import errno
+import fcntl
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import struct
+import sys
+from typing import Any
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWCGROUP = 0x02000000
+_CLONE_NEWUTS = 0x04000000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
+_MS_RDONLY = 1
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_NOEXEC = 8
+_MS_REMOUNT = 32
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+_PR_SET_PDEATHSIG = 1
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_TIOCSCTTY = 0x540E
+_NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1): the user namespace that owns a namespace
+# The namespaces joined, user first: it gives the capabilities the others need.
+_JOINED = (
+    ("user", _CLONE_NEWUSER),
+    ("mnt", _CLONE_NEWNS),
+    ("net", _CLONE_NEWNET),
+    ("uts", _CLONE_NEWUTS),
+    ("cgroup", _CLONE_NEWCGROUP),
+)
+# Parts of /proc that reach the kernel's settings: read-only, as bwrap has them.
+_PROC_COVERED = ("sys", "sysrq-trigger", "irq", "bus")
+_MAX_FDS = 8
+# Every signal a command may have a handler for (glibc keeps 32 and 33 to itself).
+_SIGNALS = tuple(
+    number
+    for number in signal.valid_signals()
+    if number not in (signal.SIGKILL, signal.SIGSTOP) and not 32 <= number < signal.SIGRTMIN
+)
+_REQUEST_SIZE = 1 << 20
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _quiet_signals() -> None:
+    """In a child: no wakeup descriptor, and SIGCHLD back to its default."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), "unshare")
+
+
+def _setns(fd: int, kind: int) -> None:
+    _check(_libc.setns(fd, kind), "setns")
+
+
+def _mount(source: str | None, target: str, kind: str | None, flags: int, data: str | None) -> None:
+    _check(
+        _libc.mount(
+            None if source is None else source.encode(),
+            target.encode(),
+            None if kind is None else kind.encode(),
+            ctypes.c_ulong(flags),
+            None if data is None else data.encode(),
+        ),
+        f"mount {target}",
+    )
+
+
+def _prctl(option: int, value: int) -> None:
+    _check(
+        _libc.prctl(
+            option, ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+        ),
+        "prctl",
+    )
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def _read_last_cap() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as file:
+            return int(file.read())
+    except (OSError, ValueError):
+        return 63
+
+
+_LAST_CAP = _read_last_cap()
+
+
+def _drop_capabilities() -> None:
+    """Drop every capability, from the bounding set too, so no exec gives one back."""
+    zero = ctypes.c_ulong(0)
+    for cap in range(_LAST_CAP + 1):
+        _libc.prctl(_PR_CAPBSET_DROP, ctypes.c_ulong(cap), zero, zero, zero)
+    _libc.prctl(_PR_CAP_AMBIENT, ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL), zero, zero, zero)
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+
+
+def _fail(status: int, message: str) -> None:
+    """Report a setup failure on the status pipe (init's side) and end."""
+    try:
+        os.write(status, b"E" + message.encode(errors="replace"))
+    finally:
+        os._exit(1)
+
+
+def _fresh_mounts(config: dict[str, Any]) -> None:
+    """A fresh tmpfs on each of `fresh`, with the paths bound beneath it bound again.
+
+    Runs in init's own mount namespace, after `/proc` is its own: the
+    bound paths are opened before the tmpfs hides them, and bound again
+    through `/proc/self/fd`.
+    """
+    binds: list[tuple[str, bool, int]] = []
+    try:
+        for path, writable in config["binds"]:
+            binds.append((str(path), bool(writable), os.open(str(path), os.O_PATH | os.O_CLOEXEC)))
+        for folder in config["fresh"]:
+            _mount("tmpfs", str(folder), "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755")
+        for path, writable, fd in binds:
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+            _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC, None)
+            flags = _MS_BIND | _MS_REMOUNT | _MS_NOSUID | _MS_NODEV
+            _mount(None, path, None, flags | (0 if writable else _MS_RDONLY), None)
+    finally:
+        for _, _, fd in binds:
+            os.close(fd)
+
+
+def _launch(config: dict[str, Any], channel: socket.socket) -> None:
+    """The server's child for one sandbox to be: makes its PID namespace and forks init into it.
+
+    Sends init's pid and a pidfd of it to the server on `channel`, then
+    stays, waiting on init, so that init's parent-death signal holds.
+    """
+    _quiet_signals()
+    try:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        _unshare(_CLONE_NEWPID)
+        init = os.fork()
+    except OSError:
+        os._exit(1)  # the server finds `channel` ended
+    if init == 0:
+        _init(config, channel)
+    pidfd = os.pidfd_open(init)
+    channel.sendmsg(
+        [struct.pack("i", init)],
+        [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))],
+    )
+    os.close(pidfd)
+    channel.close()
+    while True:
+        try:
+            os.waitpid(init, 0)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            pass
+        os._exit(0)
+
+
+def _init(config: dict[str, Any], channel: socket.socket) -> None:
+    """Pid 1 of a command's PID namespace: set it up, await the command, run it, report its end."""
+    try:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        # Pid 1 takes no signal it has no handler for from its namespace:
+        # a command's `kill -INT 1` must not end the sandbox early.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.setsid()
+        _unshare(_CLONE_NEWNS | _CLONE_NEWIPC)
+        _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
+        _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+        for name in _PROC_COVERED:
+            path = f"/proc/{name}"
+            if os.path.exists(path):
+                _mount(path, path, None, _MS_BIND | _MS_REC, None)
+                flags = _MS_BIND | _MS_REMOUNT | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY
+                _mount(None, path, None, flags, None)
+        _fresh_mounts(config)
+        # /dev is the sandbox's, shared by its commands: read-only for each
+        # (its devices are mounts of their own, and /dev/shm a fresh tmpfs).
+        _mount(None, "/dev", None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID, None)
+        keep = channel.fileno()
+        for fd in map(int, os.listdir("/proc/self/fd")):
+            if fd > 2 and fd != keep:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+    except OSError:
+        os._exit(1)  # the server finds `channel` ended, and says why it cannot go on
+    try:
+        data, fds = _recv(channel)
+    except OSError:
+        os._exit(0)  # the server ended
+    channel.close()
+    if len(fds) not in (4, 5) or not data:
+        os._exit(0)  # the server ended, or sent nothing to run
+    stdin, stdout, stderr, status = fds[:4]
+    if len(fds) == 5:
+        # A large request came in a memfd.
+        data = _read_all(fds[4])
+        os.close(fds[4])
+    request = json.loads(data)
+    for number, value, name in request["rlimits"]:
+        try:
+            resource.setrlimit(number, (value, value))
+        except (OSError, ValueError) as error:
+            _fail(status, f"cannot set the sandbox's {name}={value}: {error}")
+    try:
+        _drop_capabilities()
+    except OSError as error:
+        _fail(status, f"cannot set up the sandbox: {error}")
+    cwd = str(request["cwd"])
+    try:
+        os.chdir(cwd)
+    except OSError as error:
+        os.write(stderr, f"executor: cannot enter {cwd}: {error.strerror}\n".encode())
+        _report(status, 1 << 8)
+    argv = [str(arg) for arg in request["argv"]]
+    env: dict[str, str] = request["env"]
+    try:
+        if request["pty"]:
+            command = _fork_on_terminal(argv, env, stdin)
+        else:
+            # What PATH posix_spawnp searches is this process's.
+            if "PATH" in env:
+                os.putenv("PATH", env["PATH"])
+            else:
+                os.unsetenv("PATH")
+            command = os.posix_spawnp(
+                argv[0],
+                argv,
+                env,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, stdin, 0),
+                    (os.POSIX_SPAWN_DUP2, stdout, 1),
+                    (os.POSIX_SPAWN_DUP2, stderr, 2),
+                ],
+                setsid=True,
+                setsigdef=_SIGNALS,
+                setsigmask=(),
+            )
+    except OSError as error:
+        os.write(stderr, f"executor: {argv[0]}: {error.strerror}\n".encode())
+        _report(status, (127 if error.errno == errno.ENOENT else 126) << 8)
+    for fd in (stdin, stdout, stderr):
+        os.close(fd)
+    # Init reaps whatever ends in its namespace. The command's end is the
+    # sandbox's: what it left running is killed, and reaped, before the
+    # status goes out, so nothing of the command outlives its report.
+    while True:
+        try:
+            pid, wait_status = os.wait()
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            _fail(status, "the command vanished")
+        if pid == command:
+            _end_namespace()
+            _report(status, wait_status)
+
+
+def _read_all(fd: int) -> bytes:
+    parts = []
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        parts.append(chunk)
+        offset += len(chunk)
+    return b"".join(parts)
+
+
+def _end_namespace() -> None:
+    """Kill every other process of this PID namespace, and reap them all."""
+    while True:
+        others = [int(name) for name in os.listdir("/proc") if name.isdigit() and name != "1"]
+        for pid in others:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            while os.waitpid(-1, 0):
+                pass
+        except ChildProcessError:
+            pass
+        if not others:
+            return
+
+
+def _report(status: int, wait_status: int) -> None:
+    os.write(status, b"S" + struct.pack("i", wait_status))
+    os._exit(0)
+
+
+def _fork_on_terminal(argv: list[str], env: dict[str, str], terminal: int) -> int:
+    """Fork the command into a session of its own whose controlling terminal is `terminal`."""
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        os.setsid()
+        for target in (0, 1, 2):
+            os.dup2(terminal, target)
+        fcntl.ioctl(0, _TIOCSCTTY, 0)
+        for number in _SIGNALS:
+            signal.signal(number, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        os.execvpe(argv[0], argv, env)
+    except OSError as error:
+        os.write(2, f"executor: {argv[0]}: {error.strerror}\n".encode())
+        os._exit(127 if error.errno == errno.ENOENT else 126)
+    finally:
+        os._exit(126)
+
+
+def _recv(sock: socket.socket) -> tuple[bytes, list[int]]:
+    fds = array.array("i")
+    data, ancillary, _, _ = sock.recvmsg(_REQUEST_SIZE, socket.CMSG_LEN(_MAX_FDS * fds.itemsize))
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    return data, list(fds)
+
+
+def _start_holder(config: dict[str, Any]) -> tuple[int, int]:
+    """Start `bwrap` with `cat` as its command; return its pid and the sandbox's init pid."""
+    info_r, info_w = os.pipe()
+    to_cat_r, to_cat_w = os.pipe()
+    from_cat_r, from_cat_w = os.pipe()
+    errors_r, errors_w = os.pipe()
+    os.set_inheritable(info_w, True)
+    argv = [*config["bwrap"], "--info-fd", str(info_w), "--die-with-parent", "--", config["cat"]]
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.dup2(to_cat_r, 0)
+            os.dup2(from_cat_w, 1)
+            os.dup2(errors_w, 2)
+            os.execv(argv[0], argv)
+        finally:
+            os._exit(127)
+    for fd in (info_w, to_cat_r, from_cat_w, errors_w):
+        os.close(fd)
+    report = b""
+    while chunk := os.read(info_r, 4096):
+        report += chunk
+        if b"}" in report:
+            break
+    os.close(info_r)
+    if b"}" in report:
+        init = json.loads(report)["child-pid"]
+        # `cat` answers once it runs, which is after the sandbox is all set up.
+        os.write(to_cat_w, b"x")
+        answer = os.read(from_cat_r, 1)
+    if b"}" not in report or answer != b"x":
+        os.waitpid(pid, 0)
+        os.set_blocking(errors_r, False)
+        try:
+            said = os.read(errors_r, 65536).decode(errors="replace").strip()
+        except BlockingIOError:
+            said = ""
+        raise OSError(errno.EIO, said or "bwrap ended before the sandbox was set up")
+    os.close(from_cat_r)
+    os.close(errors_r)
+    # Kept open: `cat`, and so the sandbox, ends when the server does.
+    return pid, init
+
+
+def _join(init: int) -> None:
+    """Enter the sandbox's namespaces but its PID and IPC ones.
+
+    The user namespace joined is the one that owns the mount namespace:
+    run by a user, bwrap runs its command in a second one nested in that,
+    where no capability over the mounts is to be had.
+    """
+    opened = []
+    for name, kind in _JOINED:
+        path = f"/proc/{init}/ns/{name}"
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        if kind == _CLONE_NEWUSER:
+            mounts = os.open(f"/proc/{init}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.close(fd)
+                fd = fcntl.ioctl(mounts, _NS_GET_USERNS)
+            finally:
+                os.close(mounts)
+        if os.fstat(fd).st_ino == os.stat(f"/proc/self/ns/{name}").st_ino:
+            os.close(fd)
+        else:
+            opened.append((fd, kind))
+    for fd, kind in opened:
+        _setns(fd, kind)
+        os.close(fd)
+    os.chdir("/")
+
+
+class _Warm:
+    """A sandbox made ahead of its command: the launcher's pid, and the channel to its init."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.channel.close()
+            _launch(config, theirs)
+        theirs.close()
+        self.init: int | None = None
+        self.pidfd: int | None = None
+
+    def ready(self) -> tuple[int, int]:
+        """Init's pid and a pidfd of it, once the launcher has sent them."""
+        if self.init is None:
+            data, fds = _recv(self.channel)
+            if len(data) != 4 or len(fds) != 1:
+                raise OSError(errno.EIO, "the sandbox could not be set up for a command")
+            self.init, self.pidfd = struct.unpack("i", data)[0], fds[0]
+        assert self.pidfd is not None
+        return self.init, self.pidfd
+
+
+def main() -> None:
+    """Serve requests on the control socket until it ends."""
+    control = socket.socket(fileno=int(sys.argv[1]))
+    data, _ = _recv(control)
+    config = json.loads(data)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children: set[int] = set()
+    holder = 0
+    try:
+        holder, init = _start_holder(config)
+        _join(init)
+        warm = [_Warm(config) for _ in range(int(config.get("warm", 1)))]
+        children.update(sandbox.pid for sandbox in warm)
+        warm[0].ready()  # a sandbox that cannot be made fails here, not at the first command
+    except OSError as error:
+        control.sendall(json.dumps({"error": str(error)}).encode())
+        for pid in (*children, holder):
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+        return
+    # The sandbox's own pty multiplexer: a terminal opened through it is one
+    # of the sandbox's /dev/pts, which its commands' ttyname() finds.
+    ptmx = os.open("/dev/pts/ptmx", os.O_PATH | os.O_CLOEXEC)
+    control.sendmsg([b"{}"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [ptmx]))])
+    os.close(ptmx)
+    try:
+        while True:
+            ready, _, _ = select.select([control.fileno(), wake_r], [], [])
+            if wake_r in ready:
+                _reap(wake_r, children, holder)
+            if control.fileno() in ready:
+                data, fds = _recv(control)
+                if not data:
+                    return
+                if len(fds) not in (5, 6):
+                    for fd in fds:
+                        os.close(fd)
+                    continue
+                sandbox = warm.pop(0) if warm else _Warm(config)
+                children.add(sandbox.pid)
+                _serve(sandbox, data, fds)
+                while len(warm) < int(config.get("warm", 1)):
+                    warm.append(_Warm(config))
+                    children.add(warm[-1].pid)
+    except _HolderGone:
+        return
+    finally:
+        for pid in (*children, holder):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+class _HolderGone(Exception):
+    pass
+
+
+def _reap(wake: int, children: set[int], holder: int) -> None:
+    while True:
+        try:
+            if not os.read(wake, 512):
+                break
+        except BlockingIOError:
+            break
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        if pid == holder:
+            raise _HolderGone
+        children.discard(pid)
+
+
+def _serve(sandbox: _Warm, data: bytes, fds: list[int]) -> None:
+    """Hand one request to a made sandbox, and tell the executor which init runs it."""
+    reply = socket.socket(fileno=fds[0])
+    try:
+        try:
+            init, pidfd = sandbox.ready()
+            sandbox.channel.sendmsg(
+                [data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds[1:]))]
+            )
+        except OSError as error:
+            reply.sendall(json.dumps({"error": str(error)}).encode())
+            return
+        reply.sendmsg(
+            [struct.pack("i", init)],
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))],
+        )
+    finally:
+        reply.close()
+        sandbox.channel.close()
+        if sandbox.pidfd is not None:
+            os.close(sandbox.pidfd)
+        for fd in fds[1:]:
+            os.close(fd)
+
+
+if __name__ == "__main__":
+    main()

@@ -493,10 +493,9 @@ async def test_concurrent_commands_in_one_sandbox(tmp_path: Path) -> None:
         except NonZeroExit as error:
             results[n] = (error.output.stdout, error.output.exit_code)
 
-    async with sandboxed(tmp_path, "bubblewrap") as ex:
-        async with anyio.create_task_group() as tasks:
-            for n in range(40):
-                tasks.start_soon(one, n)
+    async with sandboxed(tmp_path, "bubblewrap") as ex, anyio.create_task_group() as tasks:
+        for n in range(40):
+            tasks.start_soon(one, n)
     for n in range(40):
         stdout, code = results[n]
         # The shell is its PID namespace's pid 2, under the namespace's init.

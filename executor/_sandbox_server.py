@@ -57,6 +57,7 @@ _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAP_AMBIENT = 47
@@ -250,6 +251,14 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
         # /dev is the sandbox's, shared by its commands: read-only for each
         # (its devices are mounts of their own, and /dev/shm a fresh tmpfs).
         _mount(None, "/dev", None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID, None)
+        # Nothing of the host's for the command to reach through init: not
+        # the executor's stderr (init's own 0-2 are /dev/null), and, as init
+        # is not dumpable, not init's memory or descriptors at all.
+        null = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):
+            os.dup2(null, target)
+        os.close(null)
+        _prctl(_PR_SET_DUMPABLE, 0)
         keep = channel.fileno()
         for fd in map(int, os.listdir("/proc/self/fd")):
             if fd > 2 and fd != keep:

@@ -402,6 +402,13 @@ async def test_each_command_gets_fresh_private_folders(tmp_path: Path) -> None:
         assert not os.path.exists(place)
 
 
+async def test_the_sandboxs_init_is_out_of_reach(tmp_path: Path) -> None:
+    """A command cannot reach its init's descriptors or memory (init is not dumpable)."""
+    async with sandboxed(tmp_path, "bubblewrap") as ex:
+        for script in ("readlink -v /proc/1/fd/2", "echo x > /proc/1/fd/2", "cat /proc/1/environ"):
+            assert "Permission denied" in await fails(ex, script)
+
+
 def sandbox_servers() -> list[int]:
     """Live sandbox servers started by this process."""
     return [

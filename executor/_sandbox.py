@@ -515,7 +515,15 @@ class Sandbox:
         cat = shutil.which("cat")
         if cat is None:
             raise ExecutorError("a bubblewrap sandbox needs cat (coreutils), not found in PATH")
-        return {"bwrap": options, "cat": cat, "fresh": fresh, "binds": binds, "warm": 1}
+        return {
+            "bwrap": options,
+            "cat": cat,
+            "fresh": fresh,
+            "binds": binds,
+            "warm": 1,
+            "uid": os.getuid(),
+            "gid": os.getgid(),
+        }
 
     def landlock_rules(self, workdir: str, *, read_only: bool) -> LandlockRules:
         """The Landlock rules for commands run from `workdir`."""
@@ -599,8 +607,11 @@ class SandboxServer:
                 for fd in extra:
                     os.close(fd)
             ours.setblocking(False)
+            data: bytes = b""
+            received: list[int] = []
             # Once sent, the command starts whatever happens here: its init is
             # waited for, so a cancelled caller can still kill what it started.
+            # Past the timeout the server is stuck: it is ended, with all it ran.
             with anyio.CancelScope(shield=True), anyio.move_on_after(_START_TIMEOUT):
                 while True:
                     try:
@@ -613,7 +624,12 @@ class SandboxServer:
             return init, received[0]
         for fd in received:
             os.close(fd)
-        error = json.loads(data).get("error", "") if data.startswith(b"{") else "the server ended"
+        if data.startswith(b"{"):
+            error = json.loads(data).get("error", "")
+        else:
+            self._abandon()
+            self._state = "new"
+            error = f"its server ended or did not answer in {_START_TIMEOUT:g} s"
         raise ExecutorError(f"cannot start the command in the sandbox: {error}")
 
     async def ready(self) -> None:
@@ -753,7 +769,9 @@ async def _send(control: socket.socket, body: bytes, fds: list[int]) -> None:
 
 def _recv(sock: socket.socket) -> tuple[bytes, list[int]]:
     fds = array.array("i")
-    data, ancillary, _, _ = sock.recvmsg(1 << 16, socket.CMSG_LEN(4 * fds.itemsize))
+    data, ancillary, _, _ = sock.recvmsg(
+        1 << 16, socket.CMSG_LEN(4 * fds.itemsize), socket.MSG_CMSG_CLOEXEC
+    )
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])

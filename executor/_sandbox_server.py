@@ -212,7 +212,10 @@ def _launch(config: dict[str, Any], channel: socket.socket) -> None:
     except OSError:
         os._exit(1)  # the server finds `channel` ended
     if init == 0:
-        _init(config, channel)
+        try:
+            _init(config, channel)
+        finally:
+            os._exit(1)
     pidfd = os.pidfd_open(init)
     channel.sendmsg(
         [struct.pack("i", init)],
@@ -251,6 +254,7 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
         # /dev is the sandbox's, shared by its commands: read-only for each
         # (its devices are mounts of their own, and /dev/shm a fresh tmpfs).
         _mount(None, "/dev", None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID, None)
+        _own_ids(config)
         # Nothing of the host's for the command to reach through init: not
         # the executor's stderr (init's own 0-2 are /dev/null), and, as init
         # is not dumpable, not init's memory or descriptors at all.
@@ -338,6 +342,26 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
             _report(status, wait_status)
 
 
+def _own_ids(config: dict[str, Any]) -> None:
+    """Take the executor's uid and gid back, in a user namespace of init's own.
+
+    Run by a user, the namespace that owns the sandbox's mounts maps that
+    user to 0; bwrap runs its commands in one more that maps the user back,
+    and so does this, so `id` says what it says outside.
+    """
+    uid, gid = os.getuid(), os.getgid()
+    if (uid, gid) == (config["uid"], config["gid"]):
+        return
+    _unshare(_CLONE_NEWUSER)
+    for name, text in (
+        ("setgroups", "deny"),
+        ("uid_map", f"{config['uid']} {uid} 1\n"),
+        ("gid_map", f"{config['gid']} {gid} 1\n"),
+    ):
+        with open(f"/proc/self/{name}", "w") as file:
+            file.write(text)
+
+
 def _read_all(fd: int) -> bytes:
     parts = []
     offset = 0
@@ -377,6 +401,7 @@ def _fork_on_terminal(argv: list[str], env: dict[str, str], terminal: int) -> in
         os.setsid()
         for target in (0, 1, 2):
             os.dup2(terminal, target)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         fcntl.ioctl(0, _TIOCSCTTY, 0)
         for number in _SIGNALS:
             signal.signal(number, signal.SIG_DFL)
@@ -391,7 +416,10 @@ def _fork_on_terminal(argv: list[str], env: dict[str, str], terminal: int) -> in
 
 def _recv(sock: socket.socket) -> tuple[bytes, list[int]]:
     fds = array.array("i")
-    data, ancillary, _, _ = sock.recvmsg(_REQUEST_SIZE, socket.CMSG_LEN(_MAX_FDS * fds.itemsize))
+    # Close-on-exec as they arrive: no command inherits init's status pipe.
+    data, ancillary, _, _ = sock.recvmsg(
+        _REQUEST_SIZE, socket.CMSG_LEN(_MAX_FDS * fds.itemsize), socket.MSG_CMSG_CLOEXEC
+    )
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
@@ -477,8 +505,11 @@ class _Warm:
         self.channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
         if self.pid == 0:
-            self.channel.close()
-            _launch(config, theirs)
+            try:
+                self.channel.close()
+                _launch(config, theirs)
+            finally:
+                os._exit(1)  # a child never runs on into the server's code
         theirs.close()
         self.init: int | None = None
         self.pidfd: int | None = None
@@ -499,7 +530,8 @@ def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     data, _ = _recv(control)
     config = json.loads(data)
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    # No parent-death signal here: it follows the thread that started the
+    # server, not the process. The control socket ends when the process does.
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -582,12 +614,17 @@ def _serve(sandbox: _Warm, data: bytes, fds: list[int]) -> None:
                 [data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds[1:]))]
             )
         except OSError as error:
-            reply.sendall(json.dumps({"error": str(error)}).encode())
+            with contextlib.suppress(OSError):
+                reply.sendall(json.dumps({"error": str(error)}).encode())
             return
-        reply.sendmsg(
-            [struct.pack("i", init)],
-            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))],
-        )
+        try:
+            reply.sendmsg(
+                [struct.pack("i", init)],
+                [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))],
+            )
+        except OSError:
+            # The executor gave up on this command: nobody would end it.
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
     finally:
         reply.close()
         sandbox.channel.close()

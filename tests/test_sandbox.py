@@ -409,6 +409,19 @@ async def test_the_sandboxs_init_is_out_of_reach(tmp_path: Path) -> None:
             assert "Permission denied" in await fails(ex, script)
 
 
+async def test_commands_inherit_only_their_stdio_and_their_ids(tmp_path: Path) -> None:
+    """No descriptor of init's (its status pipe) reaches a command; its uid and gid are ours."""
+    listing = "ls /proc/self/fd"
+    async with sandboxed(tmp_path, "bubblewrap") as ex:
+        for pty in (False, True):
+            async with await ex.start(Command.shell(f"{listing}; id -u; id -g"), pty=pty) as s:
+                output = await s.finalize()
+            lines = output.stdout.decode().split()
+            # 0-2, and the one `ls` opens to list the folder.
+            assert lines[:-2] == ["0", "1", "2", "3"], lines
+            assert lines[-2:] == [str(os.getuid()), str(os.getgid())]
+
+
 def sandbox_servers() -> list[int]:
     """Live sandbox servers started by this process."""
     return [

@@ -197,6 +197,7 @@ class LocalExecutor(ToolExecutor):
         init=False, factory=dict, repr=False
     )
     _servers: dict[bool, SandboxServer] = attrs.field(init=False, factory=dict, repr=False)
+    _retired: list[SandboxServer] = attrs.field(init=False, factory=list, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.sandbox is not None:
@@ -318,7 +319,8 @@ class LocalExecutor(ToolExecutor):
         for launcher in launchers.values():
             launcher.close()
         servers, self._servers = self._servers, {}
-        for server in servers.values():
+        retired, self._retired = self._retired, []
+        for server in [*servers.values(), *retired]:
             await server.aclose()
         if self._release is not None:
             # Calls in flight hold duplicates of their own, so closing is safe now.
@@ -483,10 +485,19 @@ class LocalExecutor(ToolExecutor):
         try:
             if self.sandbox is not None:
                 read_only = running_read_only() if read_only is None else read_only
-                argv, launcher, cwd = self._sandboxed(argv, env=env, cwd=cwd, read_only=read_only)
+                argv, launcher, cwd, program = self._sandboxed(
+                    argv, env=env, cwd=cwd, read_only=read_only
+                )
                 if self._backend == "bubblewrap":
                     return await self._serve(
-                        argv, cwd, env, tag, stdin=stdin, pty=pty, read_only=read_only
+                        argv,
+                        cwd,
+                        env,
+                        tag,
+                        stdin=stdin,
+                        pty=pty,
+                        read_only=read_only,
+                        program=program,
                     )
             return spawn(
                 argv,
@@ -521,8 +532,11 @@ class LocalExecutor(ToolExecutor):
         stdin: bool,
         pty: bool,
         read_only: bool,
+        program: str | None,
     ) -> Spawned:
         """Start a command in this executor's bubblewrap sandbox (see `SandboxServer`).
+
+        `program` is where `argv[0]` was found (else the sandbox searches PATH).
 
         Raises:
             OSError: `cwd` is no folder (as the spawn would say it).
@@ -533,6 +547,12 @@ class LocalExecutor(ToolExecutor):
         if not os.path.isdir(cwd):  # noqa: ASYNC240 (one stat)
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cwd)
         server = self._servers.get(read_only)
+        if server is not None and server.stale():
+            # A bound path was deleted or made again since the sandbox was
+            # built: a new one binds what is there now. Commands still running
+            # in the old one go on; it ends with the executor.
+            self._retired.append(server)
+            server = None
         if server is None:
             if self._closed:
                 raise ExecutorError("the executor is closed")
@@ -547,6 +567,7 @@ class LocalExecutor(ToolExecutor):
             stdin=stdin,
             pty=pty,
             rlimits=self.sandbox.named_rlimits(),
+            program=program,
         )
         spawned.signaller = functools.partial(signal_served, spawned)
         return spawned
@@ -564,8 +585,10 @@ class LocalExecutor(ToolExecutor):
 
     def _sandboxed(
         self, argv: Iterable[str], *, env: dict[str, str], cwd: str, read_only: bool
-    ) -> tuple[list[str], RestrictedThread | None, str]:
-        """`argv` as the sandbox runs it, the thread that must start it (Landlock), and its cwd.
+    ) -> tuple[list[str], RestrictedThread | None, str, str | None]:
+        """`argv` as the sandbox runs it, the thread that starts it (Landlock), its cwd and program.
+
+        The program is the path `argv[0]` was found at, when the folder is there to look from.
 
         Under `confine`, the cwd becomes the real path of the folder opened
         beneath the workdir: the command starts in a mount namespace of its
@@ -582,17 +605,18 @@ class LocalExecutor(ToolExecutor):
         assert self.sandbox is not None
         argv = list(argv)
         real = os.path.realpath(cwd) if cwd.startswith("/proc/self/fd/") else cwd
+        program = None
         if os.path.isdir(real):  # otherwise the spawn fails on the folder, as unsandboxed
-            find_program(argv[0], env, real)
+            program = find_program(argv[0], env, real)
         if self._backend == "bubblewrap":
-            return argv, None, real
+            return argv, None, real, program
         support = Sandbox.probe()
         self.sandbox.check_paths(self.workdir, read_only=read_only)
         rules = self.sandbox.landlock_rules(self.workdir, read_only=read_only)
         launcher = self._launchers.get(rules)
         if launcher is None:
             launcher = self._launchers[rules] = RestrictedThread(rules, support.landlock_abi)
-        return [*self.sandbox.rlimit_argv(support), *argv], launcher, real
+        return [*self.sandbox.rlimit_argv(support), *argv], launcher, real, program
 
     def _open_current_dir(self, cmd: Command) -> int:
         """Open the folder `cmd` starts in beneath the workdir (confined).

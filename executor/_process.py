@@ -343,6 +343,7 @@ async def spawn_served(
     stdin: bool,
     pty: bool = False,
     rlimits: Iterable[tuple[int, int, str]] = (),
+    program: str | None = None,
 ) -> Spawned:
     """Start `argv` as `spawn` does, but through `server`, which starts it in a sandbox of its own.
 
@@ -359,6 +360,7 @@ async def spawn_served(
         "cwd": cwd,
         "pty": pty,
         "rlimits": [list(limit) for limit in rlimits],
+        "program": program,
     }
     started = boot_clock()
     await server.ready()

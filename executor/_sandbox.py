@@ -455,8 +455,8 @@ class Sandbox:
 
     def bubblewrap_options(
         self, support: SandboxSupport, workdir: str, read_only: bool
-    ) -> tuple[list[str], list[str], list[tuple[str, bool]]]:
-        """`bwrap` and its options for the sandbox; its fresh folders; the paths bound in them.
+    ) -> tuple[list[str], list[str], list[tuple[str, bool]], list[str]]:
+        """`bwrap` and its options; its fresh folders; the paths bound in them; every path bound.
 
         The fresh folders (`/tmp`, `/run`, the hidden homes) get a new tmpfs
         for each command; the bound paths that lie in one, each with whether
@@ -499,7 +499,7 @@ class Sandbox:
             for path, writable in binds
             if any(path == folder or path.startswith(folder.rstrip("/") + "/") for folder in fresh)
         ]
-        return args, fresh, within
+        return args, fresh, within, [path for path, _ in binds]
 
     def server_config(
         self, support: SandboxSupport, workdir: str, *, read_only: bool
@@ -511,7 +511,7 @@ class Sandbox:
                 (which holds the sandbox open) is missing.
 
         """
-        options, fresh, binds = self.bubblewrap_options(support, workdir, read_only)
+        options, fresh, binds, bound = self.bubblewrap_options(support, workdir, read_only)
         cat = shutil.which("cat")
         if cat is None:
             raise ExecutorError("a bubblewrap sandbox needs cat (coreutils), not found in PATH")
@@ -520,6 +520,7 @@ class Sandbox:
             "cat": cat,
             "fresh": fresh,
             "binds": binds,
+            "bound": bound,
             "warm": 1,
             "uid": os.getuid(),
             "gid": os.getgid(),
@@ -560,11 +561,13 @@ class SandboxServer:
     `LocalExecutor` keeps one per set of mounts (read-write, and read-only
     for `ReadOnly`), started at the first command. It runs
     `executor._sandbox_server` in a bare interpreter, which runs `bwrap` once
-    and joins its namespaces; for each command it forks an init into a new
-    PID namespace with a mount and IPC namespace of its own (a fresh `/tmp`,
-    `/run` and hidden homes; `/proc` of the new PID namespace), and that init
-    runs the command with no capability. A command then costs a fork and an
-    exec, not a `bwrap`: see `benchmarks/bench_sandbox.py`.
+    and joins its namespaces. For each command it makes, ahead of time, an
+    init in a new PID namespace with a mount and IPC namespace of its own (a
+    fresh `/tmp`, `/run`, `/dev/shm` and hidden homes; `/proc` of the new PID
+    namespace), and hands it over; the command goes straight to that init,
+    which runs it with no capability. A command then costs a hand-off and an
+    exec, not a `bwrap`: see `benchmarks/bench_sandbox.py`. A bound path
+    deleted or made again makes the executor build a new one (`stale`).
 
     The server ends when `aclose` or `close` is called, when this object is
     collected, or when this process dies; every sandbox of it dies with it.
@@ -573,6 +576,7 @@ class SandboxServer:
     def __init__(self, config: dict[str, Any]) -> None:
         """Hold `config` (see `Sandbox.server_config`); nothing starts until the first command."""
         self._config = config
+        self.bound = _identities(config["bound"])
         self._state: Literal["new", "starting", "ready", "closed"] = "new"
         self._error = ""
         self._control: socket.socket | None = None
@@ -582,15 +586,28 @@ class SandboxServer:
         # An O_PATH descriptor of the sandbox's /dev/pts/ptmx, once started:
         # a session's terminal is opened through it (`spawn_served`).
         self.ptmx: int | None = None
+        # Sockets on which the server sends sandboxes made ahead, oldest first.
+        self._spares: list[socket.socket] = []
 
     async def start_command(self, request: dict[str, Any], fds: list[int]) -> tuple[int, int]:
         """Start a command with `fds` (stdin, stdout, stderr, status); its init's pid and pidfd.
+
+        The command goes straight to a sandbox the server made ahead (asked
+        for by the command before), and the next command's is asked for now.
 
         Raises:
             ExecutorError: The sandbox could not be built, or is closed.
 
         """
         control = await self._started()
+        spare = self._spares.pop(0) if self._spares else await _ask(control)
+        init, pidfd, channel = await self._take(spare)
+        try:
+            self._spares.append(await _ask(control))
+        except BaseException:
+            os.close(pidfd)
+            channel.close()
+            raise
         body = json.dumps(request).encode()
         extra: list[int] = []
         if len(body) > _INLINE:
@@ -598,39 +615,61 @@ class SandboxServer:
             extra.append(memfd)
             os.write(memfd, body)  # a memfd takes it all at once
             body = b"@"
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        with ours:
-            try:
-                await _send(control, body, [theirs.fileno(), *fds, *extra])
-            finally:
-                theirs.close()
-                for fd in extra:
-                    os.close(fd)
-            ours.setblocking(False)
-            data: bytes = b""
-            received: list[int] = []
-            # Once sent, the command starts whatever happens here: its init is
-            # waited for, so a cancelled caller can still kill what it started.
-            # Past the timeout the server is stuck: it is ended, with all it ran.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_START_TIMEOUT):
+        try:
+            # A new socket pair, its buffer empty: this never blocks.
+            channel.sendmsg(
+                [body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds + extra))]
+            )
+        except OSError as error:
+            os.close(pidfd)
+            raise ExecutorError(
+                f"cannot start the command in the sandbox: its init ended ({error})"
+            ) from error
+        finally:
+            channel.close()
+            for fd in extra:
+                os.close(fd)
+        return init, pidfd
+
+    async def _take(self, spare: socket.socket) -> tuple[int, int, socket.socket]:
+        """The sandbox the server sent on `spare`: its init's pid, a pidfd of it, its channel.
+
+        Raises:
+            ExecutorError: The server could not make it, or did not answer.
+
+        """
+        data: bytes = b""
+        received: list[int] = []
+        try:
+            with anyio.move_on_after(_START_TIMEOUT):
                 while True:
                     try:
-                        data, received = _recv(ours)
+                        data, received = _recv(spare)
                         break
                     except BlockingIOError:
-                        await anyio.wait_readable(ours)
-        if len(data) == 4 and len(received) == 1:
+                        await anyio.wait_readable(spare)
+        except BaseException:
+            # Nothing was taken: the sandbox is still there for the next command.
+            self._spares.insert(0, spare)
+            raise
+        spare.close()
+        if len(data) == 4 and len(received) == 2:
             (init,) = struct.unpack("i", data)
-            return init, received[0]
+            return init, received[0], socket.socket(fileno=received[1])
         for fd in received:
             os.close(fd)
         if data.startswith(b"{"):
             error = json.loads(data).get("error", "")
         else:
+            # The server ended or is stuck: it is ended, with all it ran.
             self._abandon()
             self._state = "new"
             error = f"its server ended or did not answer in {_START_TIMEOUT:g} s"
         raise ExecutorError(f"cannot start the command in the sandbox: {error}")
+
+    def stale(self) -> bool:
+        """Whether a path the sandbox binds is no longer the one bound (deleted, or made again)."""
+        return _identities(self._config["bound"]) != self.bound
 
     async def ready(self) -> None:
         """Build the sandbox, if not yet built.
@@ -684,7 +723,9 @@ class SandboxServer:
             theirs.close()
         self._pidfd = os.pidfd_open(self._pid)
         self._control = ours
-        self._finalizer = weakref.finalize(self, _stop, ours, self._pid, self._pidfd, None)
+        self._finalizer = weakref.finalize(
+            self, _stop, ours, self._pid, self._pidfd, None, self._spares
+        )
         ours.setblocking(False)
         await _send(ours, json.dumps(self._config).encode(), [])
         with anyio.move_on_after(_START_TIMEOUT):
@@ -702,7 +743,9 @@ class SandboxServer:
             raise ExecutorError(f"cannot build the bubblewrap sandbox: {reply.get('error')}")
         self.ptmx = received[0]
         self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _stop, ours, self._pid, self._pidfd, self.ptmx)
+        self._finalizer = weakref.finalize(
+            self, _stop, ours, self._pid, self._pidfd, self.ptmx, self._spares
+        )
 
     def close(self) -> None:
         """End the server, and every sandbox it made, without waiting for it."""
@@ -735,16 +778,20 @@ class SandboxServer:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self._pid, 0)  # noqa: ASYNC222 (exited: the pidfd said so)
         os.close(self._pidfd)
+        _close_all(self._spares)
         if self.ptmx is not None:
             os.close(self.ptmx)
             self.ptmx = None
 
 
-def _stop(control: socket.socket, pid: int, pidfd: int, ptmx: int | None) -> None:
+def _stop(
+    control: socket.socket, pid: int, pidfd: int, ptmx: int | None, spares: list[socket.socket]
+) -> None:
     """End a server without waiting: it sees its control socket end, and a thread reaps it."""
     control.close()
     if ptmx is not None:
         os.close(ptmx)
+    _close_all(spares)
 
     def reap() -> None:
         try:
@@ -755,6 +802,39 @@ def _stop(control: socket.socket, pid: int, pidfd: int, ptmx: int | None) -> Non
             os.close(pidfd)
 
     threading.Thread(target=reap, name="executor-sandbox-reaper", daemon=True).start()
+
+
+def _identities(paths: Iterable[str]) -> list[tuple[int, int] | None]:
+    """Each path's device and inode, or None where it is gone."""
+    found: list[tuple[int, int] | None] = []
+    for path in paths:
+        try:
+            stat = os.stat(path)
+        except OSError:
+            found.append(None)
+        else:
+            found.append((stat.st_dev, stat.st_ino))
+    return found
+
+
+def _close_all(spares: list[socket.socket]) -> None:
+    # A sandbox made ahead and never taken ends when its socket does.
+    while spares:
+        spares.pop().close()
+
+
+async def _ask(control: socket.socket) -> socket.socket:
+    """Ask the server for a sandbox made ahead; the socket it will come on."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        await _send(control, b"spare", [theirs.fileno()])
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    ours.setblocking(False)
+    return ours
 
 
 async def _send(control: socket.socket, body: bytes, fds: list[int]) -> None:
@@ -883,12 +963,13 @@ def _passwd_home() -> str | None:
         return None
 
 
-def find_program(program: str, env: dict[str, str], cwd: str) -> None:
-    """Raise what `exec` would for `program`, as `subprocess.Popen` does.
+def find_program(program: str, env: dict[str, str], cwd: str) -> str:
+    """The path `exec` would run for `program`; or raise what it would, as `subprocess.Popen` does.
 
-    A sandbox starts a launcher first (`bwrap`, `prlimit`); without this check
-    a missing program would be the launcher's failure (exit 1), not the
-    shell's "command not found" (127).
+    A sandbox starts a launcher first (`prlimit`), or runs the command from
+    elsewhere; without this check a missing program would be the launcher's
+    failure (exit 1), not the shell's "command not found" (127). The path
+    found spares the sandbox the same search.
 
     Raises:
         FileNotFoundError: No such program.
@@ -901,9 +982,11 @@ def find_program(program: str, env: dict[str, str], cwd: str) -> None:
             raise FileNotFoundError(2, os.strerror(2), program)
         if os.path.isdir(path) or not os.access(path, os.X_OK):
             raise PermissionError(13, os.strerror(13), program)
-        return
-    if shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+        return path
+    found = shutil.which(program, path=env.get("PATH", os.defpath))
+    if found is None:
         raise FileNotFoundError(2, os.strerror(2), program)
+    return found
 
 
 @functools.cache

@@ -4,18 +4,23 @@ Run as `python -I -S _sandbox_server.py CONTROL_FD` by `executor._sandbox`,
 with only the standard library. It starts `bwrap` once, with the sandbox's
 mounts and namespaces and `cat` as its command, then joins that sandbox's
 user, mount, network, UTS and cgroup namespaces itself (as `flatpak enter`
-does). From then on a command costs a fork, not a `bwrap`: for each request
-on the control socket it forks an init into a new PID namespace, which makes
-the command's own mount namespace (a fresh `/tmp`, `/run` and hidden homes,
-a `/proc` of its PID namespace) and IPC namespace, and forks the command,
-which drops every capability before it execs. When the command ends, init
-writes its wait status to the status pipe and exits, and the kernel kills
-whatever is left in the PID namespace.
+does). From then on a command costs a fork, not a `bwrap`, and the fork
+is made ahead: the server keeps a sandbox ready, whose launcher has made a
+new PID namespace and forked an init into it. Init makes the command's own
+mount namespace (a fresh `/proc` of its PID namespace; a fresh `/tmp`,
+`/run`, `/dev/shm` and hidden homes; `/dev` read-only) and IPC namespace,
+takes the executor's uid and gid back where the sandbox maps them to 0, and
+waits. The command then comes straight from the executor: init sets its
+rlimits, drops every capability, and spawns it in a session of its own.
+When it ends, init kills and reaps what it left in the PID namespace,
+writes its wait status to the status pipe, and exits.
 
-Each request is one message: a JSON object, with descriptors attached in
-this order: the reply socket, stdin, stdout, stderr, the status pipe's write
-end. The reply, on the reply socket, is init's pid (as the executor sees it)
-with a pidfd of it attached; or a JSON error.
+On the control socket the executor asks for a sandbox: the message
+`spare`, with a reply socket attached. The reply is init's pid (as the
+executor sees it) with a pidfd of it and a socket to it attached; or a JSON
+error. On that socket the executor sends the command: a JSON object (or
+`@`, with a memfd holding it last), with stdin, stdout, stderr and the
+status pipe's write end attached.
 
 When the control socket ends (the executor closed it, or died), the server
 kills every init it started and its `bwrap`, and exits.
@@ -198,7 +203,7 @@ def _fresh_mounts(config: dict[str, Any]) -> None:
             os.close(fd)
 
 
-def _launch(config: dict[str, Any], channel: socket.socket) -> None:
+def _launch(config: dict[str, Any], channel: socket.socket, server: int) -> None:
     """The server's child for one sandbox to be: makes its PID namespace and forks init into it.
 
     Sends init's pid and a pidfd of it to the server on `channel`, then
@@ -207,6 +212,8 @@ def _launch(config: dict[str, Any], channel: socket.socket) -> None:
     _quiet_signals()
     try:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != server:
+            os._exit(1)  # the server died before the death signal was set
         _unshare(_CLONE_NEWPID)
         init = os.fork()
     except OSError:
@@ -262,6 +269,8 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
         for target in (0, 1, 2):
             os.dup2(null, target)
         os.close(null)
+        # Init needs no capability past its mounts: it waits without any.
+        _drop_capabilities()
         _prctl(_PR_SET_DUMPABLE, 0)
         keep = channel.fileno()
         for fd in map(int, os.listdir("/proc/self/fd")):
@@ -288,10 +297,6 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
             resource.setrlimit(number, (value, value))
         except (OSError, ValueError) as error:
             _fail(status, f"cannot set the sandbox's {name}={value}: {error}")
-    try:
-        _drop_capabilities()
-    except OSError as error:
-        _fail(status, f"cannot set up the sandbox: {error}")
     cwd = str(request["cwd"])
     try:
         os.chdir(cwd)
@@ -300,17 +305,21 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
         _report(status, 1 << 8)
     argv = [str(arg) for arg in request["argv"]]
     env: dict[str, str] = request["env"]
+    # Where the executor found the program, sparing the PATH search.
+    program = request.get("program") or argv[0]
     try:
         if request["pty"]:
-            command = _fork_on_terminal(argv, env, stdin)
+            command = _fork_on_terminal(program, argv, env, stdin)
         else:
-            # What PATH posix_spawnp searches is this process's.
-            if "PATH" in env:
-                os.putenv("PATH", env["PATH"])
-            else:
-                os.unsetenv("PATH")
-            command = os.posix_spawnp(
-                argv[0],
+            if "/" not in program:
+                # What PATH posix_spawnp searches is this process's.
+                if "PATH" in env:
+                    os.putenv("PATH", env["PATH"])
+                else:
+                    os.unsetenv("PATH")
+            spawn = os.posix_spawn if "/" in program else os.posix_spawnp
+            command = spawn(
+                program,
                 argv,
                 env,
                 file_actions=[
@@ -392,7 +401,7 @@ def _report(status: int, wait_status: int) -> None:
     os._exit(0)
 
 
-def _fork_on_terminal(argv: list[str], env: dict[str, str], terminal: int) -> int:
+def _fork_on_terminal(program: str, argv: list[str], env: dict[str, str], terminal: int) -> int:
     """Fork the command into a session of its own whose controlling terminal is `terminal`."""
     pid = os.fork()
     if pid:
@@ -406,7 +415,9 @@ def _fork_on_terminal(argv: list[str], env: dict[str, str], terminal: int) -> in
         for number in _SIGNALS:
             signal.signal(number, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
-        os.execvpe(argv[0], argv, env)
+        if "/" in program:
+            os.execve(program, argv, env)
+        os.execvpe(program, argv, env)
     except OSError as error:
         os.write(2, f"executor: {argv[0]}: {error.strerror}\n".encode())
         os._exit(127 if error.errno == errno.ENOENT else 126)
@@ -503,11 +514,12 @@ class _Warm:
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        server = os.getpid()
         self.pid = os.fork()
         if self.pid == 0:
             try:
                 self.channel.close()
-                _launch(config, theirs)
+                _launch(config, theirs, server)
             finally:
                 os._exit(1)  # a child never runs on into the server's code
         theirs.close()
@@ -563,13 +575,13 @@ def main() -> None:
                 data, fds = _recv(control)
                 if not data:
                     return
-                if len(fds) not in (5, 6):
+                if data != b"spare" or len(fds) != 1:
                     for fd in fds:
                         os.close(fd)
                     continue
                 sandbox = warm.pop(0) if warm else _Warm(config)
                 children.add(sandbox.pid)
-                _serve(sandbox, data, fds)
+                _hand_over(sandbox, fds[0])
                 while len(warm) < int(config.get("warm", 1)):
                     warm.append(_Warm(config))
                     children.add(warm[-1].pid)
@@ -604,34 +616,28 @@ def _reap(wake: int, children: set[int], holder: int) -> None:
         children.discard(pid)
 
 
-def _serve(sandbox: _Warm, data: bytes, fds: list[int]) -> None:
-    """Hand one request to a made sandbox, and tell the executor which init runs it."""
-    reply = socket.socket(fileno=fds[0])
+def _hand_over(sandbox: _Warm, reply_fd: int) -> None:
+    """Send a made sandbox to the executor: its init's pid, a pidfd of it, and its channel.
+
+    The executor sends the command on the channel, straight to init.
+    """
+    reply = socket.socket(fileno=reply_fd)
     try:
         try:
             init, pidfd = sandbox.ready()
-            sandbox.channel.sendmsg(
-                [data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds[1:]))]
-            )
         except OSError as error:
             with contextlib.suppress(OSError):
                 reply.sendall(json.dumps({"error": str(error)}).encode())
             return
-        try:
-            reply.sendmsg(
-                [struct.pack("i", init)],
-                [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))],
-            )
-        except OSError:
-            # The executor gave up on this command: nobody would end it.
-            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        fds = array.array("i", [pidfd, sandbox.channel.fileno()])
+        # If the executor is gone, so is the sandbox: its channel ends here.
+        with contextlib.suppress(OSError):
+            reply.sendmsg([struct.pack("i", init)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
     finally:
         reply.close()
         sandbox.channel.close()
         if sandbox.pidfd is not None:
             os.close(sandbox.pidfd)
-        for fd in fds[1:]:
-            os.close(fd)
 
 
 if __name__ == "__main__":

@@ -422,6 +422,22 @@ async def test_commands_inherit_only_their_stdio_and_their_ids(tmp_path: Path) -
             assert lines[-2:] == [str(os.getuid()), str(os.getgid())]
 
 
+async def test_a_bound_folder_made_again_is_bound_again(tmp_path: Path) -> None:
+    """A writable folder deleted and made again on the host is the one commands write to."""
+    out = tmp_path / "out"
+    out.mkdir()
+    async with sandboxed(tmp_path, "bubblewrap", writable=("out",)) as ex:
+        await ex.exec_cmd(Command.shell("echo 1 > out/first"))
+        shutil.rmtree(out)
+        out.mkdir()
+        await ex.exec_cmd(Command.shell("echo 2 > out/second"))
+        assert (out / "second").read_text() == "2\n"
+        shutil.rmtree(out)
+        with pytest.raises(ExecutorError, match=r"writable path .*out does not exist"):
+            await ex.exec_cmd(Command.shell("true"))
+    assert not (out / "first").exists()
+
+
 def sandbox_servers() -> list[int]:
     """Live sandbox servers started by this process."""
     return [

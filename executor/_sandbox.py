@@ -992,8 +992,8 @@ def find_program(program: str, env: dict[str, str], cwd: str) -> str:
 @functools.cache
 def _probe() -> SandboxSupport:
     bwrap = shutil.which("bwrap")
-    error = ""
-    if bwrap is not None:
+    error = "" if bwrap is None else setuid_problem(bwrap, os.geteuid())
+    if bwrap is not None and not error:
         # A trial with exactly the namespaces a sandbox uses: what works here works there.
         try:
             trial = subprocess.run(
@@ -1020,6 +1020,24 @@ def _probe() -> SandboxSupport:
         cgroup2=cgroup,
         cgroup_controllers=controllers,
         prlimit=shutil.which("prlimit"),
+    )
+
+
+def setuid_problem(bwrap: str, euid: int) -> str:
+    """Why a setuid-root `bwrap` cannot serve a user `euid`'s sandbox; "" when it can.
+
+    The sandbox server joins the namespaces `bwrap` made, which it may only
+    do where the user owns them: a setuid `bwrap` makes them as root.
+    """
+    try:
+        stat = os.stat(bwrap)
+    except OSError:
+        return ""
+    if euid == 0 or not stat.st_mode & 0o4000 or stat.st_uid != 0:
+        return ""
+    return (
+        f"{bwrap} is setuid root, and a sandbox it builds cannot be joined by this user; "
+        "use a bwrap without the setuid bit, with unprivileged user namespaces allowed"
     )
 
 

@@ -39,7 +39,7 @@ from executor import (
     ToolExecutor,
     UnixSignal,
 )
-from executor._sandbox import read_only_commands
+from executor._sandbox import read_only_commands, setuid_problem
 from executor.testing import ExecutorContract, ReadOnlyContract, SessionContract
 
 pytestmark = pytest.mark.anyio
@@ -254,6 +254,18 @@ def test_bubblewrap_failure_is_reported_with_its_cause() -> None:
         Sandbox(backend="bubblewrap").choose_backend(broken)
     assert "No permissions to creating new namespace" in str(caught.value)
     assert "unprivileged_userns_clone" in str(caught.value)
+
+
+@pytest.mark.skipif(not ROOT, reason="makes a setuid-root file")
+def test_a_setuid_bwrap_is_refused_for_users(tmp_path: Path) -> None:
+    """A setuid-root bwrap cannot serve a user's sandbox: the probe says so; root's is fine."""
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o4755)
+    assert "setuid root" in setuid_problem(str(fake), 1000)
+    assert setuid_problem(str(fake), 0) == ""
+    fake.chmod(0o755)
+    assert setuid_problem(str(fake), 1000) == ""
 
 
 async def test_cgroup_limits_are_refused_not_ignored(tmp_path: Path) -> None:

@@ -550,14 +550,20 @@ class LocalExecutor(ToolExecutor):
         if server is not None and server.stale():
             # A bound path was deleted or made again since the sandbox was
             # built: a new one binds what is there now. Commands still running
-            # in the old one go on; it ends with the executor.
+            # in the old one go on; it ends when they have.
+            del self._servers[read_only]
+            server.retire()
+            self._retired = [old for old in self._retired if not old.ended()]
             self._retired.append(server)
             server = None
         if server is None:
             if self._closed:
                 raise ExecutorError("the executor is closed")
             config = self.sandbox.server_config(Sandbox.probe(), self.workdir, read_only=read_only)
-            server = self._servers[read_only] = SandboxServer(config)
+            try:
+                server = self._servers[read_only] = SandboxServer(config)
+            except OSError as error:
+                raise ExecutorError(f"a path the sandbox binds is gone: {error}") from error
         spawned = await spawn_served(
             server,
             argv,
@@ -608,6 +614,8 @@ class LocalExecutor(ToolExecutor):
         program = None
         if os.path.isdir(real):  # otherwise the spawn fails on the folder, as unsandboxed
             program = find_program(argv[0], env, real)
+            if not os.path.isabs(program):
+                program = None  # found through a relative PATH entry: the sandbox searches
         if self._backend == "bubblewrap":
             return argv, None, real, program
         support = Sandbox.probe()

@@ -574,10 +574,14 @@ class SandboxServer:
     """
 
     def __init__(self, config: dict[str, Any]) -> None:
-        """Hold `config` (see `Sandbox.server_config`); nothing starts until the first command."""
+        """Hold `config` (see `Sandbox.server_config`); nothing starts until the first command.
+
+        Raises:
+            OSError: A bound path is gone already.
+
+        """
         self._config = config
-        self.bound = _identities(config["bound"])
-        self._state: Literal["new", "starting", "ready", "closed"] = "new"
+        self._state: Literal["new", "starting", "ready", "retired", "closed"] = "new"
         self._error = ""
         self._control: socket.socket | None = None
         self._pid: int | None = None
@@ -586,24 +590,35 @@ class SandboxServer:
         # An O_PATH descriptor of the sandbox's /dev/pts/ptmx, once started:
         # a session's terminal is opened through it (`spawn_served`).
         self.ptmx: int | None = None
-        # Sockets on which the server sends sandboxes made ahead, oldest first.
+        # Sockets on which the server sends sandboxes made ahead, oldest
+        # first, and how many are being asked for. A new server (after one
+        # ended) starts a new list, and a new generation.
         self._spares: list[socket.socket] = []
+        self._asking = 0
+        self._generation = 0
+        # Each bound path, held open: its inode cannot be reused while held,
+        # so a path deleted and made again is never taken for the same one.
+        held = [os.open(path, os.O_PATH | os.O_CLOEXEC) for path in config["bound"]]
+        self._held = list(zip(config["bound"], held, strict=True))
+        self._release_held = weakref.finalize(self, _close_fds, held)
 
     async def start_command(self, request: dict[str, Any], fds: list[int]) -> tuple[int, int]:
         """Start a command with `fds` (stdin, stdout, stderr, status); its init's pid and pidfd.
 
         The command goes straight to a sandbox the server made ahead (asked
-        for by the command before), and the next command's is asked for now.
+        for by an earlier command), and the next command's is asked for now.
 
         Raises:
             ExecutorError: The sandbox could not be built, or is closed.
 
         """
         control = await self._started()
-        spare = self._spares.pop(0) if self._spares else await _ask(control)
-        init, pidfd, channel = await self._take(spare)
+        generation = self._generation
+        spare = self._spares.pop(0) if self._spares else await self._ask(control)
+        init, pidfd, channel = await self._take(spare, generation)
         try:
-            self._spares.append(await _ask(control))
+            if len(self._spares) + self._asking < 1:
+                self._spares.append(await self._ask(control))
         except BaseException:
             os.close(pidfd)
             channel.close()
@@ -631,7 +646,32 @@ class SandboxServer:
                 os.close(fd)
         return init, pidfd
 
-    async def _take(self, spare: socket.socket) -> tuple[int, int, socket.socket]:
+    async def _ask(self, control: socket.socket) -> socket.socket:
+        """Ask the server for a sandbox made ahead; the socket it will come on.
+
+        Raises:
+            ExecutorError: The server has ended (the next command starts a new one).
+
+        """
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        generation = self._generation
+        self._asking += 1
+        try:
+            await _send(control, b"spare", [theirs.fileno()])
+        except OSError as error:
+            ours.close()
+            self._lost(generation)
+            raise ExecutorError(f"the sandbox's server has ended ({error})") from error
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            self._asking -= 1
+            theirs.close()
+        ours.setblocking(False)
+        return ours
+
+    async def _take(self, spare: socket.socket, generation: int) -> tuple[int, int, socket.socket]:
         """The sandbox the server sent on `spare`: its init's pid, a pidfd of it, its channel.
 
         Raises:
@@ -649,8 +689,12 @@ class SandboxServer:
                     except BlockingIOError:
                         await anyio.wait_readable(spare)
         except BaseException:
-            # Nothing was taken: the sandbox is still there for the next command.
-            self._spares.insert(0, spare)
+            # Nothing was taken: the sandbox is there for the next command,
+            # if its server is still the one in use.
+            if generation == self._generation and self._state == "ready":
+                self._spares.insert(0, spare)
+            else:
+                spare.close()
             raise
         spare.close()
         if len(data) == 4 and len(received) == 2:
@@ -662,14 +706,26 @@ class SandboxServer:
             error = json.loads(data).get("error", "")
         else:
             # The server ended or is stuck: it is ended, with all it ran.
-            self._abandon()
-            self._state = "new"
+            self._lost(generation)
             error = f"its server ended or did not answer in {_START_TIMEOUT:g} s"
         raise ExecutorError(f"cannot start the command in the sandbox: {error}")
 
+    def _lost(self, generation: int) -> None:
+        """The server of `generation` is gone or stuck: end it; the next command starts anew."""
+        if generation == self._generation and self._state == "ready":
+            self._abandon()
+            self._state = "new"
+
     def stale(self) -> bool:
         """Whether a path the sandbox binds is no longer the one bound (deleted, or made again)."""
-        return _identities(self._config["bound"]) != self.bound
+        for path, fd in self._held:
+            try:
+                now, then = os.stat(path), os.fstat(fd)
+            except OSError:
+                return True
+            if (now.st_dev, now.st_ino) != (then.st_dev, then.st_ino):
+                return True
+        return False
 
     async def ready(self) -> None:
         """Build the sandbox, if not yet built.
@@ -689,10 +745,12 @@ class SandboxServer:
                 self._abandon()
                 # The next command tries again: a build can fail for a
                 # passing reason (a host mount that vanished as bwrap read it).
-                self._state = "new"
+                if self._state == "starting":
+                    self._state = "new"
                 self._error = str(error)
                 raise
-            self._state = "ready"
+            if self._state == "starting":
+                self._state = "ready"
         while self._state == "starting":
             await anyio.sleep(0.002)  # another task starts it; no loop-bound lock needed
         if self._state != "ready" or self._control is None:
@@ -747,10 +805,29 @@ class SandboxServer:
             self, _stop, ours, self._pid, self._pidfd, self.ptmx, self._spares
         )
 
+    def retire(self) -> None:
+        """Take no more commands; the server ends once those it runs have ended."""
+        if self._state == "ready" and self._control is not None:
+            with contextlib.suppress(OSError):
+                self._control.send(b"retire")
+            _close_all(self._spares)
+        if self._state in ("new", "ready"):
+            self._state = "retired"
+
+    def ended(self) -> bool:
+        """Whether a retired server has ended (its last command with it); it is then closed."""
+        if self._state != "retired":
+            return self._state == "closed"
+        if self._pidfd is not None and not select.select([self._pidfd], [], [], 0)[0]:
+            return False
+        self.close()
+        return True
+
     def close(self) -> None:
         """End the server, and every sandbox it made, without waiting for it."""
         self._state = "closed"
         self._abandon()
+        self._release_held()
 
     def _abandon(self) -> None:
         if self._finalizer is not None:
@@ -758,17 +835,21 @@ class SandboxServer:
         self._finalizer = None
         self._control = None
         self.ptmx = None
+        self._spares = []
+        self._generation += 1
 
     async def aclose(self) -> None:
         """End the server, and wait (a few seconds at most) until it is gone."""
         finalizer, self._finalizer = self._finalizer, None
         self._state = "closed"
+        self._release_held()
         if finalizer is None or finalizer.detach() is None:
             return
         assert self._control is not None
         assert self._pid is not None
         assert self._pidfd is not None
         self._control.close()
+        _close_all(self._spares)
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(_STOP_TIMEOUT):
                 await anyio.wait_readable(self._pidfd)
@@ -778,7 +859,6 @@ class SandboxServer:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self._pid, 0)  # noqa: ASYNC222 (exited: the pidfd said so)
         os.close(self._pidfd)
-        _close_all(self._spares)
         if self.ptmx is not None:
             os.close(self.ptmx)
             self.ptmx = None
@@ -804,37 +884,15 @@ def _stop(
     threading.Thread(target=reap, name="executor-sandbox-reaper", daemon=True).start()
 
 
-def _identities(paths: Iterable[str]) -> list[tuple[int, int] | None]:
-    """Each path's device and inode, or None where it is gone."""
-    found: list[tuple[int, int] | None] = []
-    for path in paths:
-        try:
-            stat = os.stat(path)
-        except OSError:
-            found.append(None)
-        else:
-            found.append((stat.st_dev, stat.st_ino))
-    return found
+def _close_fds(fds: list[int]) -> None:
+    while fds:
+        os.close(fds.pop())
 
 
 def _close_all(spares: list[socket.socket]) -> None:
     # A sandbox made ahead and never taken ends when its socket does.
     while spares:
         spares.pop().close()
-
-
-async def _ask(control: socket.socket) -> socket.socket:
-    """Ask the server for a sandbox made ahead; the socket it will come on."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        await _send(control, b"spare", [theirs.fileno()])
-    except BaseException:
-        ours.close()
-        raise
-    finally:
-        theirs.close()
-    ours.setblocking(False)
-    return ours
 
 
 async def _send(control: socket.socket, body: bytes, fds: list[int]) -> None:

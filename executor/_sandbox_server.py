@@ -277,8 +277,11 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
             if fd > 2 and fd != keep:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-    except OSError:
-        os._exit(1)  # the server finds `channel` ended, and says why it cannot go on
+    except Exception as error:
+        with contextlib.suppress(OSError):
+            channel.send(json.dumps({"error": f"cannot set up the sandbox: {error}"}).encode())
+        os._exit(1)
+    channel.send(b"ready")
     try:
         data, fds = _recv(channel)
     except OSError:
@@ -312,25 +315,23 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
             command = _fork_on_terminal(program, argv, env, stdin)
         else:
             if "/" not in program:
-                # What PATH posix_spawnp searches is this process's.
-                if "PATH" in env:
-                    os.putenv("PATH", env["PATH"])
-                else:
-                    os.unsetenv("PATH")
+                _search_path(env)
+            actions = [
+                (os.POSIX_SPAWN_DUP2, stdin, 0),
+                (os.POSIX_SPAWN_DUP2, stdout, 1),
+                (os.POSIX_SPAWN_DUP2, stderr, 2),
+            ]
+            options: dict[str, Any] = {"setsid": True, "setsigdef": _SIGNALS, "setsigmask": ()}
             spawn = os.posix_spawn if "/" in program else os.posix_spawnp
-            command = spawn(
-                program,
-                argv,
-                env,
-                file_actions=[
-                    (os.POSIX_SPAWN_DUP2, stdin, 0),
-                    (os.POSIX_SPAWN_DUP2, stdout, 1),
-                    (os.POSIX_SPAWN_DUP2, stderr, 2),
-                ],
-                setsid=True,
-                setsigdef=_SIGNALS,
-                setsigmask=(),
-            )
+            try:
+                command = spawn(program, argv, env, file_actions=actions, **options)
+            except (FileNotFoundError, PermissionError):
+                if program == argv[0]:
+                    raise
+                # The host's find is a hint: what the sandbox hides, or a
+                # relative PATH entry, makes the search inside the one to trust.
+                _search_path(env)
+                command = os.posix_spawnp(argv[0], argv, env, file_actions=actions, **options)
     except OSError as error:
         os.write(stderr, f"executor: {argv[0]}: {error.strerror}\n".encode())
         _report(status, (127 if error.errno == errno.ENOENT else 126) << 8)
@@ -380,6 +381,14 @@ def _read_all(fd: int) -> bytes:
     return b"".join(parts)
 
 
+def _search_path(env: dict[str, str]) -> None:
+    """Make `env`'s PATH the one posix_spawnp searches (this process's own)."""
+    if "PATH" in env:
+        os.putenv("PATH", env["PATH"])
+    else:
+        os.unsetenv("PATH")
+
+
 def _end_namespace() -> None:
     """Kill every other process of this PID namespace, and reap them all."""
     while True:
@@ -416,8 +425,10 @@ def _fork_on_terminal(program: str, argv: list[str], env: dict[str, str], termin
             signal.signal(number, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         if "/" in program:
-            os.execve(program, argv, env)
-        os.execvpe(program, argv, env)
+            # The host's find is a hint: on failure, the search inside decides.
+            with contextlib.suppress(FileNotFoundError, PermissionError):
+                os.execve(program, argv, env)
+        os.execvpe(argv[0], argv, env)
     except OSError as error:
         os.write(2, f"executor: {argv[0]}: {error.strerror}\n".encode())
         os._exit(127 if error.errno == errno.ENOENT else 126)
@@ -525,14 +536,26 @@ class _Warm:
         theirs.close()
         self.init: int | None = None
         self.pidfd: int | None = None
+        self.set_up = False
 
     def ready(self) -> tuple[int, int]:
-        """Init's pid and a pidfd of it, once the launcher has sent them."""
-        if self.init is None:
+        """Init's pid and a pidfd of it, once the launcher has sent them and init is set up.
+
+        Raises:
+            OSError: The launcher or init failed; init's reason, when it gave one.
+
+        """
+        while self.init is None or not self.set_up:
             data, fds = _recv(self.channel)
-            if len(data) != 4 or len(fds) != 1:
-                raise OSError(errno.EIO, "the sandbox could not be set up for a command")
-            self.init, self.pidfd = struct.unpack("i", data)[0], fds[0]
+            if len(data) == 4 and len(fds) == 1:
+                self.init, self.pidfd = struct.unpack("i", data)[0], fds[0]
+            elif data == b"ready":
+                self.set_up = True
+            else:
+                for fd in fds:
+                    os.close(fd)
+                reason = json.loads(data).get("error") if data.startswith(b"{") else None
+                raise OSError(errno.EIO, reason or "the sandbox could not be set up")
         assert self.pidfd is not None
         return self.init, self.pidfd
 
@@ -566,6 +589,7 @@ def main() -> None:
     ptmx = os.open("/dev/pts/ptmx", os.O_PATH | os.O_CLOEXEC)
     control.sendmsg([b"{}"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [ptmx]))])
     os.close(ptmx)
+    retiring = False
     try:
         while True:
             ready, _, _ = select.select([control.fileno(), wake_r], [], [])
@@ -575,16 +599,26 @@ def main() -> None:
                 data, fds = _recv(control)
                 if not data:
                     return
-                if data != b"spare" or len(fds) != 1:
+                if data == b"retire":
+                    # No more commands: the sandboxes made ahead end (their
+                    # init sees its channel end), and the server once the
+                    # commands it runs have.
+                    retiring = True
+                    for sandbox in warm:
+                        sandbox.channel.close()
+                    warm = []
+                elif data != b"spare" or len(fds) != 1 or retiring:
                     for fd in fds:
                         os.close(fd)
-                    continue
-                sandbox = warm.pop(0) if warm else _Warm(config)
-                children.add(sandbox.pid)
-                _hand_over(sandbox, fds[0])
-                while len(warm) < int(config.get("warm", 1)):
-                    warm.append(_Warm(config))
-                    children.add(warm[-1].pid)
+                else:
+                    sandbox = warm.pop(0) if warm else _Warm(config)
+                    children.add(sandbox.pid)
+                    _hand_over(sandbox, fds[0])
+                    while len(warm) < int(config.get("warm", 1)):
+                        warm.append(_Warm(config))
+                        children.add(warm[-1].pid)
+            if retiring and not children:
+                return
     except _HolderGone:
         return
     finally:

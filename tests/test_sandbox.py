@@ -10,6 +10,7 @@ import contextlib
 import gc
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -448,6 +449,55 @@ async def test_a_bound_folder_made_again_is_bound_again(tmp_path: Path) -> None:
         with pytest.raises(ExecutorError, match=r"writable path .*out does not exist"):
             await ex.exec_cmd(Command.shell("true"))
     assert not (out / "first").exists()
+
+
+async def test_a_program_the_sandbox_hides_is_looked_for_inside(tmp_path: Path) -> None:
+    """A PATH entry the sandbox hides does not stop the search: the next entry's program runs."""
+    hidden = Path(f"/tmp/executor-hidden-{uuid.uuid4().hex[:12]}")
+    (hidden / "bin").mkdir(parents=True)
+    try:
+        fake = hidden / "bin" / "whoami"
+        fake.write_text("#!/bin/sh\necho the host's\n")
+        fake.chmod(0o755)
+        async with sandboxed(tmp_path, "bubblewrap") as ex:
+            command = Command.shell("whoami").with_env({"PATH": f"{hidden}/bin:/usr/bin:/bin"})
+            output = await ex.exec_cmd(command)
+    finally:
+        shutil.rmtree(hidden)
+    assert output.stdout.strip() not in (b"", b"the host's")
+
+
+async def test_a_burst_leaves_one_sandbox_made_ahead(tmp_path: Path) -> None:
+    """Thirty commands at once do not leave thirty sandboxes waiting afterwards."""
+    async with sandboxed(tmp_path, "bubblewrap") as ex:
+        async with anyio.create_task_group() as tasks:
+            for _ in range(30):
+                tasks.start_soon(ex.exec_cmd, Command.shell("true"))
+        (server,) = sandbox_servers()
+        with anyio.fail_after(10):
+            # The launchers of the commands that ran end with them; what is
+            # left is made ahead: the server's own, and one asked for.
+            while len(psutil.Process(server).children()) > 3:
+                await anyio.sleep(0.05)
+
+
+async def test_a_dead_server_is_replaced(tmp_path: Path) -> None:
+    """When the server dies, a command fails with ExecutorError, and the next gets a new one."""
+    async with sandboxed(tmp_path, "bubblewrap") as ex:
+        await ex.exec_cmd(Command.shell("true"))
+        (server,) = sandbox_servers()
+        os.kill(server, signal.SIGKILL)  # started by this test's executor
+        with anyio.fail_after(10):
+            while alive(server):
+                await anyio.sleep(0.01)
+        outcomes = []
+        for _ in range(3):
+            try:
+                outcomes.append((await ex.exec_cmd(Command.shell("echo up"))).stdout)
+            except ExecutorError as error:
+                outcomes.append(str(error).encode())
+        assert outcomes[-1] == b"up\n", outcomes
+        assert all(o == b"up\n" or b"server" in o or b"init" in o for o in outcomes), outcomes
 
 
 def sandbox_servers() -> list[int]:

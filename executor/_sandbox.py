@@ -521,7 +521,7 @@ class Sandbox:
             "fresh": fresh,
             "binds": binds,
             "bound": bound,
-            "warm": 1,
+            "warm": 2,
             "uid": os.getuid(),
             "gid": os.getgid(),
         }

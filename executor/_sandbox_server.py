@@ -391,6 +391,13 @@ def _search_path(env: dict[str, str]) -> None:
 
 def _end_namespace() -> None:
     """Kill every other process of this PID namespace, and reap them all."""
+    # Every process of the namespace descends from init, and an orphan is
+    # init's child: with no child left, init is alone.
+    try:
+        if os.waitpid(-1, os.WNOHANG) == (0, 0):
+            pass  # a child still runs
+    except ChildProcessError:
+        return
     while True:
         others = [int(name) for name in os.listdir("/proc") if name.isdigit() and name != "1"]
         for pid in others:

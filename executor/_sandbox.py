@@ -617,6 +617,10 @@ class SandboxServer:
         spare = self._spares.pop(0) if self._spares else await self._ask(control)
         init, pidfd, channel = await self._take(spare, generation)
         try:
+            if self._pidfd is not None and select.select([self._pidfd], [], [], 0)[0]:
+                # The server died after making this sandbox, which dies with it.
+                self._lost(generation)
+                raise ExecutorError("cannot start the command in the sandbox: its server ended")
             if len(self._spares) + self._asking < 1:
                 self._spares.append(await self._ask(control))
         except BaseException:

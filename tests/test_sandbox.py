@@ -474,10 +474,14 @@ async def test_a_burst_leaves_one_sandbox_made_ahead(tmp_path: Path) -> None:
             for _ in range(30):
                 tasks.start_soon(ex.exec_cmd, Command.shell("true"))
         (server,) = sandbox_servers()
+
+        def launchers() -> list[psutil.Process]:
+            return [p for p in psutil.Process(server).children() if p.name() != "bwrap"]
+
         with anyio.fail_after(10):
             # The launchers of the commands that ran end with them; what is
-            # left is made ahead: the server's own, and one asked for.
-            while len(psutil.Process(server).children()) > 3:
+            # left is made ahead: the server's two, and one asked for.
+            while len(launchers()) > 3:
                 await anyio.sleep(0.05)
 
 
@@ -496,8 +500,14 @@ async def test_a_dead_server_is_replaced(tmp_path: Path) -> None:
                 outcomes.append((await ex.exec_cmd(Command.shell("echo up"))).stdout)
             except ExecutorError as error:
                 outcomes.append(str(error).encode())
+            except NonZeroExit as error:
+                # A sandbox handed over just before the server died may still
+                # take the command, and then die with it.
+                outcomes.append(f"killed by {error.output.signal}".encode())
         assert outcomes[-1] == b"up\n", outcomes
-        assert all(o == b"up\n" or b"server" in o or b"init" in o for o in outcomes), outcomes
+        assert outcomes[0] != b"up\n", outcomes
+        killed = f"killed by {int(signal.SIGKILL)}".encode()
+        assert all(o in (b"up\n", killed) or b"server" in o for o in outcomes), outcomes
 
 
 def sandbox_servers() -> list[int]:

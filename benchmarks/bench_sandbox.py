@@ -191,7 +191,7 @@ def breakdown(count: int) -> None:
         variants = {
             "true": ["true"],
             "bwrap --ro-bind / / true": [support.bubblewrap, "--ro-bind", "/", "/", "--", "true"],
-            "the executor's bwrap line": full,
+            "the one-shot bwrap line": full,
             **{f"  without {name}": _leave_out(full, group) for name, group in GROUPS.items()},
         }
         if support.prlimit is not None:
@@ -202,7 +202,7 @@ def breakdown(count: int) -> None:
         samples: dict[str, list[float]] = {name: [] for name in variants}
         names = list(variants)
         failed = 0
-        print("the executor's line:", " ".join(full))
+        print("the one-shot line:", " ".join(full))
         for index in range(count):
             for name in h.rotated(names, index):
                 started = time.perf_counter()
@@ -214,7 +214,7 @@ def breakdown(count: int) -> None:
                     continue
                 samples[name].append(time.perf_counter() - started)
     medians = {name: statistics.median(values) for name, values in samples.items()}
-    line = medians["the executor's bwrap line"]
+    line = medians["the one-shot bwrap line"]
     rows = [
         [
             name,

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Concatenate, ParamSpec, Self, TypeAlias, TypeV
 
 import attrs
 
-from executor._commands import Command, StrPath
+from executor._commands import (
+    Command,
+    Exec,
+    ReadFile,
+    Shell,
+    StrPath,
+    WriteFile,
+    process_argv,
+)
 from executor._errors import CommandError, ExecutorError
 from executor._output import Chunk, CommandOutput
 
@@ -18,7 +26,7 @@ if TYPE_CHECKING:
     from executor._session import ProcessSession
     from executor._wrappers import ReadOnly, ScopedExecutor
 
-__all__ = ["LoadedFile", "Sink", "ToolExecutor", "call_sink"]
+__all__ = ["CommandRunner", "LoadedFile", "Sink", "ToolExecutor", "call_sink"]
 
 P = ParamSpec("P")
 W = TypeVar("W", bound="ToolExecutor")
@@ -163,3 +171,61 @@ class ToolExecutor(abc.ABC):
 async def _report(sink: Sink, chunks: Iterable[Chunk]) -> None:
     for chunk in chunks:
         await call_sink(sink, chunk)
+
+
+class CommandRunner(ToolExecutor):
+    """A backend that runs commands itself (local, Docker, SSH): one dispatch for them all.
+
+    `exec_cmd` and `exec_cmd_streaming` check that the executor is open and
+    hand each kind of command to the subclass: shell and argv commands to
+    `_process` (as `process_argv` spells them), file reads and writes to
+    `_read_file` and `_write_file`. A subclass has `default_timeout` and
+    `_closed`, and may extend `_check_open`.
+    """
+
+    default_timeout: float | None
+    _closed: bool
+
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Run `cmd` to the end and return its output (see `ToolExecutor.exec_cmd`)."""
+        return await self._run(cmd, None)
+
+    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
+        """Run `cmd`, handing each chunk to `sink` as it is read."""
+        return await self._run(cmd, sink)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ExecutorError("the executor is closed")
+
+    def _timeout(self, cmd: Command) -> float | None:
+        return cmd.timeout if cmd.timeout is not None else self.default_timeout
+
+    async def _run(self, cmd: Command, sink: Sink | None) -> CommandOutput:
+        self._check_open()
+        match cmd:
+            case Shell() | Exec():
+                argv, stdin = process_argv(cmd)
+                return await self._process(cmd, argv, stdin, sink)
+            case ReadFile():
+                return await self._read_file(cmd, sink)
+            case WriteFile():
+                return await self._write_file(cmd, sink)
+            case _:
+                raise ExecutorError(
+                    f"{type(self).__name__} cannot run {type(cmd).__name__} commands"
+                )
+
+    @abc.abstractmethod
+    async def _process(
+        self, cmd: Command, argv: tuple[str, ...], stdin: bytes | None, sink: Sink | None
+    ) -> CommandOutput:
+        """Run a shell or argv command, as `argv` with `stdin`."""
+
+    @abc.abstractmethod
+    async def _read_file(self, cmd: ReadFile, sink: Sink | None) -> CommandOutput:
+        """Read a file."""
+
+    @abc.abstractmethod
+    async def _write_file(self, cmd: WriteFile, sink: Sink | None) -> CommandOutput:
+        """Write a file."""

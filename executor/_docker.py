@@ -29,7 +29,7 @@ import anyio
 import attrs
 
 from executor import _docker_channel as _channel
-from executor._base import LoadedFile, Sink, ToolExecutor, call_sink
+from executor._base import CommandRunner, LoadedFile, Sink, call_sink
 from executor._commands import (
     Command,
     Env,
@@ -38,7 +38,6 @@ from executor._commands import (
     Shell,
     StrPath,
     WriteFile,
-    process_argv,
     session_argv,
 )
 from executor._commands import _timeout as _timeout_seconds
@@ -200,7 +199,7 @@ def _memory(value: int | str | None) -> int | None:
 
 
 @attrs.define(eq=False)
-class DockerExecutor(ToolExecutor):
+class DockerExecutor(CommandRunner):
     """Runs commands in a Docker container, through the Engine API (`pip install executor[docker]`).
 
     Give an `image` to start a new container, or `container` (a name or id)
@@ -441,14 +440,6 @@ class DockerExecutor(ToolExecutor):
 
     # --- commands ------------------------------------------------------------
 
-    async def exec_cmd(self, cmd: Command) -> CommandOutput:
-        """Run `cmd` to the end and return its output (see `ToolExecutor.exec_cmd`)."""
-        return await self._run(cmd, None)
-
-    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
-        """Run `cmd`, handing each chunk to `sink` as it is read."""
-        return await self._run(cmd, sink)
-
     def resolve(self, cmd: Command, path: StrPath | None = None) -> str:
         """The absolute folder `cmd` runs in inside the container, or `path` resolved against it."""
         directory = self.workdir
@@ -457,21 +448,6 @@ class DockerExecutor(ToolExecutor):
         if path is not None:
             directory = posixpath.join(directory, os.fspath(path))
         return posixpath.normpath(directory)
-
-    def _timeout(self, cmd: Command) -> float | None:
-        return cmd.timeout if cmd.timeout is not None else self.default_timeout
-
-    async def _run(self, cmd: Command, sink: Sink | None) -> CommandOutput:
-        match cmd:
-            case Shell() | Exec():
-                argv, stdin = process_argv(cmd)
-                return await self._process(cmd, argv, stdin, sink)
-            case ReadFile():
-                return await self._read_file(cmd, sink)
-            case WriteFile():
-                return await self._write_file(cmd, sink)
-            case _:
-                raise ExecutorError(f"DockerExecutor cannot run {type(cmd).__name__} commands")
 
     async def _env_request(
         self, api: EngineClient, container_id: str, cmd: Command, mark: str

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import attrs
 
-from executor._base import LoadedFile, Sink, ToolExecutor, call_sink
+from executor._base import CommandRunner, LoadedFile, Sink, call_sink
 from executor._commands import (
     Command,
     Env,
@@ -29,7 +29,6 @@ from executor._commands import (
     Shell,
     StrPath,
     WriteFile,
-    process_argv,
     session_argv,
 )
 from executor._commands import _timeout as _timeout_seconds
@@ -104,7 +103,7 @@ def _limit(_: object, attribute: attrs.Attribute[Any], value: int | None) -> Non
 
 
 @attrs.define(eq=False)
-class LocalExecutor(ToolExecutor):
+class LocalExecutor(CommandRunner):
     """Runs commands as processes on this machine.
 
     Each command runs in its own session and process group, tagged so that
@@ -213,14 +212,6 @@ class LocalExecutor(ToolExecutor):
     def enforces_read_only(self) -> bool:
         """Whether commands can be run with every path read-only: with a sandbox."""
         return self.sandbox is not None
-
-    async def exec_cmd(self, cmd: Command) -> CommandOutput:
-        """Run `cmd` to the end and return its output (see `ToolExecutor.exec_cmd`)."""
-        return await self._run(cmd, None)
-
-    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
-        """Run `cmd`, handing each chunk to `sink` as it is read."""
-        return await self._run(cmd, sink)
 
     async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
         """Return a session for a shell or argv command: `async with await ex.start(cmd)`.
@@ -352,10 +343,6 @@ class LocalExecutor(ToolExecutor):
             directory = os.path.join(directory, cmd.current_dir)
         return directory if path is None else os.path.join(directory, path)
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ExecutorError("the executor is closed")
-
     def _root_fd(self) -> int:
         """A new descriptor of the workdir (confined), for one call to use and close.
 
@@ -404,22 +391,6 @@ class LocalExecutor(ToolExecutor):
         self._open_root()
         joined = os.path.join(self.workdir, *(raw for raw in given if raw is not None))
         return relative_to_workdir(joined, self._workdirs, shown)
-
-    def _timeout(self, cmd: Command) -> float | None:
-        return cmd.timeout if cmd.timeout is not None else self.default_timeout
-
-    async def _run(self, cmd: Command, sink: Sink | None) -> CommandOutput:
-        self._check_open()
-        match cmd:
-            case Shell() | Exec():
-                argv, stdin = process_argv(cmd)
-                return await self._process(cmd, argv, stdin, sink)
-            case ReadFile():
-                return await self._read_file(cmd, sink)
-            case WriteFile():
-                return await self._write_file(cmd, sink)
-            case _:
-                raise ExecutorError(f"LocalExecutor cannot run {type(cmd).__name__} commands")
 
     async def _process(
         self, cmd: Command, argv: Iterable[str], stdin: bytes | None, sink: Sink | None

@@ -39,7 +39,7 @@ import anyio
 import attrs
 import sniffio
 
-from executor._base import LoadedFile, Sink, ToolExecutor, call_sink
+from executor._base import CommandRunner, LoadedFile, Sink, call_sink
 from executor._commands import (
     Command,
     Env,
@@ -48,7 +48,6 @@ from executor._commands import (
     Shell,
     StrPath,
     WriteFile,
-    process_argv,
     session_argv,
 )
 from executor._commands import _timeout as _timeout_seconds
@@ -232,7 +231,7 @@ def _sessions(_: object, attribute: attrs.Attribute[int], value: int) -> None:
 
 
 @attrs.define(eq=False)
-class SshExecutor(ToolExecutor):
+class SshExecutor(CommandRunner):
     """Runs commands on a remote host over one SSH connection (`executor[ssh]`, asyncssh).
 
     The connection opens at the first command and is reused: every command
@@ -340,14 +339,6 @@ class SshExecutor(ToolExecutor):
 
     # --- the public interface ------------------------------------------------
 
-    async def exec_cmd(self, cmd: Command) -> CommandOutput:
-        """Run `cmd` on the remote host to the end (see `ToolExecutor.exec_cmd`)."""
-        return await self._run(cmd, None)
-
-    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
-        """Run `cmd`, handing each chunk to `sink` as it arrives."""
-        return await self._run(cmd, sink)
-
     async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
         """Return a session for a shell or argv command: `async with await ex.start(cmd)`.
 
@@ -411,8 +402,7 @@ class SshExecutor(ToolExecutor):
     # --- connection ----------------------------------------------------------
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise ExecutorError("the executor is closed")
+        super()._check_open()
         if sniffio.current_async_library() != "asyncio":
             raise ExecutorError(
                 "SshExecutor needs asyncio: asyncssh has no trio support "
@@ -639,9 +629,6 @@ class SshExecutor(ToolExecutor):
 
     # --- commands ------------------------------------------------------------
 
-    def _timeout(self, cmd: Command) -> float | None:
-        return cmd.timeout if cmd.timeout is not None else self.default_timeout
-
     def _join(self, cmd: Command | None, path: str | None = None) -> str:
         """The remote folder `cmd` runs in, or `path` resolved against it."""
         parts = [self.workdir]
@@ -652,19 +639,6 @@ class SshExecutor(ToolExecutor):
         joined = posixpath.join(*parts)
         # "./x" and "x" are the same place; the shorter one reads better in messages.
         return joined[2:] if joined.startswith("./") and len(joined) > 2 else joined
-
-    async def _run(self, cmd: Command, sink: Sink | None) -> CommandOutput:
-        self._check_open()
-        match cmd:
-            case Shell() | Exec():
-                argv, stdin = process_argv(cmd)
-                return await self._process(cmd, argv, stdin, sink)
-            case ReadFile():
-                return await self._read_file(cmd, sink)
-            case WriteFile():
-                return await self._write_file(cmd, sink)
-            case _:
-                raise ExecutorError(f"SshExecutor cannot run {type(cmd).__name__} commands")
 
     async def _environment_changes(self, cmd: Command) -> tuple[list[str], dict[str, str]]:
         """What to unset and set over the login environment for `cmd`."""

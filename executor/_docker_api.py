@@ -387,7 +387,7 @@ class EngineClient:
             response._chunked = True
         elif "content-length" in headers:
             response._remaining = int(headers["content-length"])
-        elif status in (204, 304) or method == "HEAD":
+        elif status in (204, 304):
             response._remaining = 0
         if method == "HEAD":
             response._remaining = 0

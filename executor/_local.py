@@ -510,13 +510,10 @@ class LocalExecutor(CommandRunner):
         `program` is where `argv[0]` was found (else the sandbox searches PATH).
 
         Raises:
-            OSError: `cwd` is no folder (as the spawn would say it).
             ExecutorError: The sandbox cannot be built.
 
         """
         assert self.sandbox is not None
-        if not os.path.isdir(cwd):  # noqa: ASYNC240 (one stat)
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cwd)
         server = self._servers.get(read_only)
         if server is not None and server.stale():
             # A bound path was deleted or made again since the sandbox was
@@ -575,7 +572,8 @@ class LocalExecutor(CommandRunner):
         bounds anyway.
 
         Raises:
-            OSError: The program is missing or not executable, as `exec` says it.
+            OSError: The program is missing or not executable, as `exec` says it; or,
+                under bubblewrap, the folder is missing.
             ExecutorError: The sandbox cannot be set up.
 
         """
@@ -583,10 +581,14 @@ class LocalExecutor(CommandRunner):
         argv = list(argv)
         real = os.path.realpath(cwd) if cwd.startswith("/proc/self/fd/") else cwd
         program = None
-        if os.path.isdir(real):  # otherwise the spawn fails on the folder, as unsandboxed
+        if os.path.isdir(real):
             program = find_program(argv[0], env, real)
             if not os.path.isabs(program):
                 program = None  # found through a relative PATH entry: the sandbox searches
+        elif self._backend == "bubblewrap":
+            # The sandbox's init could only report it as the command's failure.
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), real)
+        # Otherwise the spawn fails on the folder, as unsandboxed.
         if self._backend == "bubblewrap":
             return argv, None, real, program
         support = Sandbox.probe()

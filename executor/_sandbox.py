@@ -398,11 +398,7 @@ class Sandbox:
 
     def rlimits(self) -> list[tuple[int, int]]:
         """The rlimits asked for: `(resource.RLIMIT_..., value)` pairs."""
-        return [
-            (number, value)
-            for name, number in _RESOURCES.items()
-            if (value := getattr(self, name)) is not None
-        ]
+        return [(number, value) for number, value, _ in self.named_rlimits()]
 
     def named_rlimits(self) -> list[tuple[int, int, str]]:
         """The rlimits asked for, each with the field that asked for it."""

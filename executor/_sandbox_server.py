@@ -86,7 +86,9 @@ _SIGNALS = tuple(
     for number in signal.valid_signals()
     if number not in (signal.SIGKILL, signal.SIGSTOP) and not 32 <= number < signal.SIGRTMIN
 )
-_REQUEST_SIZE = 1 << 20
+# Above the largest request sent inline (64 KiB; larger ones come in a memfd),
+# and below the size at which each receive would map a buffer of its own.
+_REQUEST_SIZE = (1 << 16) + (1 << 12)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 

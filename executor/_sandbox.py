@@ -758,6 +758,13 @@ class SandboxServer:
         return self._control
 
     async def _start(self) -> None:
+        config = json.dumps(self._config).encode()
+        if len(config) > _INLINE:
+            # The server reads it as one datagram of at most that size.
+            raise ExecutorError(
+                f"the sandbox's mounts take {len(config)} bytes to describe, over "
+                f"{_INLINE}: name fewer readable and writable paths"
+            )
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             os.set_inheritable(theirs.fileno(), True)
@@ -785,7 +792,7 @@ class SandboxServer:
             self, _stop, ours, self._pid, self._pidfd, None, self._spares
         )
         ours.setblocking(False)
-        await _send(ours, json.dumps(self._config).encode(), [])
+        await _send(ours, config, [])
         with anyio.move_on_after(_START_TIMEOUT):
             await anyio.wait_readable(ours)
         try:

@@ -424,27 +424,41 @@ async def test_send_udp_to_host_loopback(backend: str, host: Host) -> None:
     host.assert_intact()
 
 
-async def test_connect_to_host_abstract_socket(backend: str, host: Host) -> None:
-    """An abstract unix socket the host listens on cannot be reached."""
+async def unix_connect(host: Host, backend: str, address: str) -> tuple[bool, CommandOutput]:
+    """Listen on the unix socket `address`; a sandboxed command tries to connect.
+
+    Returns whether the connection reached the host's socket, and the
+    attempt's output.
+    """
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    name = f"\0executor-escape-{host.token}"
     try:
-        server.bind(name)
+        server.bind(address)
         server.listen(8)
         server.setblocking(False)
+        # The address as Python source in the command: a NUL spelled out.
+        spelled = address.replace("\0", "\\0")
         async with executor_for(host, backend) as ex:
             output = await attempt(
                 ex,
                 py(
                     "import socket; s = socket.socket(socket.AF_UNIX); "
-                    f's.connect("\\0executor-escape-{host.token}"); print("ESCAPED")'
+                    f's.connect("{spelled}"); print("ESCAPED")'
                 ),
             )
-        assert "ESCAPED" not in output.text()
-        with pytest.raises(BlockingIOError):
-            server.accept()
+        try:
+            server.accept()[0].close()
+        except BlockingIOError:
+            return False, output
+        return True, output
     finally:
         server.close()
+
+
+async def test_connect_to_host_abstract_socket(backend: str, host: Host) -> None:
+    """An abstract unix socket the host listens on cannot be reached."""
+    reached, output = await unix_connect(host, backend, f"\0executor-escape-{host.token}")
+    assert "ESCAPED" not in output.text()
+    assert not reached
     host.assert_intact()
 
 
@@ -467,26 +481,9 @@ async def test_connect_to_host_named_socket(backend: str, host: Host, place: str
     # Landlock hides /run only where it can make a mount namespace: as root.
     gap = place == "outside" or (backend == "landlock" and not ROOT)
     path = folder / f"executor-{host.token}.sock"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        server.bind(str(path))
-        server.listen(8)
-        server.setblocking(False)
-        async with executor_for(host, backend) as ex:
-            output = await attempt(
-                ex,
-                py(
-                    "import socket; s = socket.socket(socket.AF_UNIX); "
-                    f's.connect("{path}"); print("ESCAPED")'
-                ),
-            )
-        try:
-            server.accept()[0].close()
-            accepted = True
-        except BlockingIOError:
-            accepted = False
+        accepted, output = await unix_connect(host, backend, str(path))
     finally:
-        server.close()
         path.unlink(missing_ok=True)
     if gap:
         assert accepted, "the named-socket gap is closed: update the docs"

@@ -39,6 +39,7 @@ from typing import Final, TypeVar
 
 import attrs
 
+from executor import _linux as linux
 from executor._errors import ExecutorError
 
 __all__ = ["LandlockRules", "RestrictedThread", "abi_version"]
@@ -52,19 +53,6 @@ _RESTRICT_SELF: Final = 446
 _CREATE_RULESET_VERSION: Final = 1
 _RULE_PATH_BENEATH: Final = 1
 _RULE_NET_PORT: Final = 2
-_PR_SET_NO_NEW_PRIVS: Final = 38
-_PR_CAPBSET_DROP: Final = 24
-_CLONE_NEWNET: Final = 0x40000000
-_CLONE_NEWNS: Final = 0x00020000
-_MS_REC: Final = 1 << 14
-_MS_PRIVATE: Final = 1 << 18
-_PR_SET_SECUREBITS: Final = 28
-_PR_CAP_AMBIENT: Final = 47
-_PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
-# NOROOT, NO_SETUID_FIXUP and KEEP_CAPS, each with its lock: uid 0 gains no
-# capability by exec, and the setting cannot be undone.
-_SECUREBITS: Final = 0b111111
-_CAPABILITY_VERSION_3: Final = 0x20080522
 
 _EXECUTE: Final = 1 << 0
 _WRITE_FILE: Final = 1 << 1
@@ -115,18 +103,8 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_syscall = _libc.syscall
-_syscall.restype = ctypes.c_long
-_prctl = _libc.prctl
-_prctl.restype = ctypes.c_int
-
-
-def _check(result: int, what: str) -> int:
-    if result < 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{what}: {os.strerror(code)}")
-    return result
+_syscall = linux.libc.syscall
+_check = linux.check
 
 
 def abi_version() -> int:
@@ -246,47 +224,22 @@ def _restrict(rules: LandlockRules, abi: int) -> None:
             _add_path(ruleset, path, handled, handled)
         # Without it an unprivileged thread may not restrict itself; it is per
         # thread too, so the rest of the process keeps its set-uid programs.
-        _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+        linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
         if os.geteuid() == 0:
             if not rules.network:
                 # Root may give the thread a network namespace of its own (a
                 # thread's, as its domain is): nothing at all gets out, UDP
                 # included, which Landlock's TCP rules leave open.
-                _check(_libc.unshare(_CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+                linux.unshare(linux.CLONE_NEWNET)
             _empty_run()
-            _drop_capabilities()
+            # Landlock bounds files, TCP and signals, not what capabilities
+            # allow (set the hostname, load modules, reboot). Capabilities and
+            # securebits belong to a thread, as a Landlock domain does, so the
+            # rest of the process keeps them.
+            linux.drop_capabilities(lock_root=True)
         _check(_syscall(_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
     finally:
         os.close(ruleset)
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = (
-        ("effective", ctypes.c_uint32),
-        ("permitted", ctypes.c_uint32),
-        ("inheritable", ctypes.c_uint32),
-    )
-
-
-def _drop_capabilities() -> None:
-    """Leave the calling thread (and what it starts) uid 0 without any capability.
-
-    Landlock bounds files, TCP and signals, not what capabilities allow (set
-    the hostname, load modules, reboot). Capabilities and securebits belong
-    to a thread, as a Landlock domain does, so the rest of the process keeps them.
-    """
-    _check(_prctl(_PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0), "prctl(PR_SET_SECUREBITS)")
-    last = int(_read_text("/proc/sys/kernel/cap_last_cap") or "40")
-    for capability in range(last + 1):
-        _check(_prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0), "prctl(PR_CAPBSET_DROP)")
-    _check(_prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(PR_CAP_AMBIENT)")
-    header = _CapHeader(version=_CAPABILITY_VERSION_3, pid=0)
-    data = (_CapData * 2)()
-    _check(_libc.capset(ctypes.byref(header), data), "capset")
 
 
 def _empty_run() -> None:
@@ -299,18 +252,10 @@ def _empty_run() -> None:
     """
     if not os.path.isdir("/run") or os.path.islink("/run"):
         return
-    _check(_libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    linux.unshare(linux.CLONE_NEWNS)
     # Private first, so the tmpfs never shows in the host's namespace.
-    _check(_libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount(/, private)")
-    _check(_libc.mount(b"tmpfs", b"/run", b"tmpfs", 0, b"mode=0755"), "mount(/run)")
-
-
-def _read_text(path: str) -> str | None:
-    try:
-        with open(path) as file:
-            return file.read().strip()
-    except OSError:
-        return None
+    linux.mount("none", "/", None, linux.MS_REC | linux.MS_PRIVATE, None)
+    linux.mount("tmpfs", "/run", "tmpfs", 0, "mode=0755")
 
 
 _Job = tuple[Callable[[], object], "queue.SimpleQueue[tuple[bool, object]]"]

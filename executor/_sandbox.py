@@ -69,7 +69,7 @@ import psutil
 from executor._commands import StrPath
 from executor._errors import ExecutorError
 from executor._landlock import LandlockRules, abi_version
-from executor._landlock import _read_text as _read
+from executor._linux import read_text as _read
 from executor._process import Spawned, proc_stat
 
 __all__ = [

@@ -1,10 +1,10 @@
 """The sandbox server: starts each command of a bubblewrap sandbox in namespaces built once.
 
 Run as `python -I -S _sandbox_server.py CONTROL_FD` by `executor._sandbox`,
-with only the standard library. It starts `bwrap` once, with the sandbox's
-mounts and namespaces and `cat` as its command, then joins that sandbox's
-user, mount, network, UTS and cgroup namespaces itself (as `flatpak enter`
-does). From then on a command costs a fork, not a `bwrap`, and the fork
+with the standard library and `executor/_linux.py`. It starts `bwrap` once,
+with the sandbox's mounts and namespaces and `cat` as its command, then
+joins that sandbox's user, mount, network, UTS and cgroup namespaces
+itself (as `flatpak enter` does). From then on a command costs a fork, not a `bwrap`, and the fork
 is made ahead: the server keeps a sandbox ready, whose launcher has made a
 new PID namespace and forked an init into it. Init makes the command's own
 mount namespace (a fresh `/proc` of its PID namespace; a fresh `/tmp`,
@@ -26,14 +26,14 @@ When the control socket ends (the executor closed it, or died), the server
 kills every init it started and its `bwrap`, and exits.
 """
 
-# This file runs in a bare interpreter (-I -S): standard library only, and
-# everything is imported before the server enters the sandbox's mount
+# This file runs in a bare interpreter (-I -S): the standard library, and the
+# package's `_linux` loaded by its path (the package itself is not importable
+# here). Everything is imported before the server enters the sandbox's mount
 # namespace, where the interpreter's own files may be hidden.
 from __future__ import annotations
 
 import array
 import contextlib
-import ctypes
 import errno
 import fcntl
 import json
@@ -44,38 +44,33 @@ import signal
 import socket
 import struct
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWCGROUP = 0x02000000
-_CLONE_NEWUTS = 0x04000000
-_CLONE_NEWIPC = 0x08000000
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWPID = 0x20000000
-_CLONE_NEWNET = 0x40000000
-_MS_RDONLY = 1
-_MS_NOSUID = 2
-_MS_NODEV = 4
-_MS_NOEXEC = 8
-_MS_REMOUNT = 32
-_MS_BIND = 4096
-_MS_REC = 16384
-_MS_PRIVATE = 1 << 18
-_PR_SET_PDEATHSIG = 1
-_PR_SET_DUMPABLE = 4
-_PR_CAPBSET_DROP = 24
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_CAP_AMBIENT = 47
-_PR_CAP_AMBIENT_CLEAR_ALL = 4
+if TYPE_CHECKING:
+    from executor import _linux as linux
+else:
+
+    def _sibling(name: str) -> Any:
+        """A module of the package loaded by its file, the package itself not importable here."""
+        import importlib.util
+
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+        spec = importlib.util.spec_from_file_location(f"executor_sandbox_{name}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    linux = _sibling("_linux")
+
 _TIOCSCTTY = 0x540E
 _NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1): the user namespace that owns a namespace
 # The namespaces joined, user first: it gives the capabilities the others need.
 _JOINED = (
-    ("user", _CLONE_NEWUSER),
-    ("mnt", _CLONE_NEWNS),
-    ("net", _CLONE_NEWNET),
-    ("uts", _CLONE_NEWUTS),
-    ("cgroup", _CLONE_NEWCGROUP),
+    ("user", linux.CLONE_NEWUSER),
+    ("mnt", linux.CLONE_NEWNS),
+    ("net", linux.CLONE_NEWNET),
+    ("uts", linux.CLONE_NEWUTS),
+    ("cgroup", linux.CLONE_NEWCGROUP),
 )
 # Parts of /proc that reach the kernel's settings: read-only, as bwrap has them.
 _PROC_COVERED = ("sys", "sysrq-trigger", "irq", "bus")
@@ -90,8 +85,6 @@ _SIGNALS = tuple(
 # and below the size at which each receive would map a buffer of its own.
 _REQUEST_SIZE = (1 << 16) + (1 << 12)
 
-_libc = ctypes.CDLL(None, use_errno=True)
-
 
 def _quiet_signals() -> None:
     """In a child: no wakeup descriptor, and SIGCHLD back to its default."""
@@ -99,75 +92,10 @@ def _quiet_signals() -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
 
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{what}: {os.strerror(code)}")
-
-
-def _unshare(flags: int) -> None:
-    _check(_libc.unshare(flags), "unshare")
-
-
-def _setns(fd: int, kind: int) -> None:
-    _check(_libc.setns(fd, kind), "setns")
-
-
-def _mount(source: str | None, target: str, kind: str | None, flags: int, data: str | None) -> None:
-    _check(
-        _libc.mount(
-            None if source is None else source.encode(),
-            target.encode(),
-            None if kind is None else kind.encode(),
-            ctypes.c_ulong(flags),
-            None if data is None else data.encode(),
-        ),
-        f"mount {target}",
-    )
-
-
-def _prctl(option: int, value: int) -> None:
-    _check(
-        _libc.prctl(
-            option, ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
-        ),
-        "prctl",
-    )
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [
-        ("effective", ctypes.c_uint32),
-        ("permitted", ctypes.c_uint32),
-        ("inheritable", ctypes.c_uint32),
-    ]
-
-
-def _read_last_cap() -> int:
-    try:
-        with open("/proc/sys/kernel/cap_last_cap") as file:
-            return int(file.read())
-    except (OSError, ValueError):
-        return 63
-
-
-_LAST_CAP = _read_last_cap()
-
-
 def _drop_capabilities() -> None:
-    """Drop every capability, from the bounding set too, so no exec gives one back."""
-    zero = ctypes.c_ulong(0)
-    for cap in range(_LAST_CAP + 1):
-        _libc.prctl(_PR_CAPBSET_DROP, ctypes.c_ulong(cap), zero, zero, zero)
-    _libc.prctl(_PR_CAP_AMBIENT, ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL), zero, zero, zero)
-    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
-    data = (_CapData * 2)()
-    _check(_libc.capset(ctypes.byref(header), data), "capset")
-    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    """Drop every capability, from the bounding set too, and set no-new-privs."""
+    linux.drop_capabilities()
+    linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
 def _fail(status: int, message: str) -> None:
@@ -190,16 +118,18 @@ def _fresh_mounts(config: dict[str, Any]) -> None:
         for path, writable in config["binds"]:
             binds.append((str(path), bool(writable), os.open(str(path), os.O_PATH | os.O_CLOEXEC)))
         for folder in config["fresh"]:
-            _mount("tmpfs", str(folder), "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755")
+            linux.mount(
+                "tmpfs", str(folder), "tmpfs", linux.MS_NOSUID | linux.MS_NODEV, "mode=0755"
+            )
         for path, writable, fd in binds:
             if os.path.isdir(f"/proc/self/fd/{fd}"):
                 os.makedirs(path, exist_ok=True)
             else:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
-            _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC, None)
-            flags = _MS_BIND | _MS_REMOUNT | _MS_NOSUID | _MS_NODEV
-            _mount(None, path, None, flags | (0 if writable else _MS_RDONLY), None)
+            linux.mount(f"/proc/self/fd/{fd}", path, None, linux.MS_BIND | linux.MS_REC, None)
+            flags = linux.MS_BIND | linux.MS_REMOUNT | linux.MS_NOSUID | linux.MS_NODEV
+            linux.mount(None, path, None, flags | (0 if writable else linux.MS_RDONLY), None)
     finally:
         for _, _, fd in binds:
             os.close(fd)
@@ -213,10 +143,10 @@ def _launch(config: dict[str, Any], channel: socket.socket, server: int) -> None
     """
     _quiet_signals()
     try:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL, "prctl(PR_SET_PDEATHSIG)")
         if os.getppid() != server:
             os._exit(1)  # the server died before the death signal was set
-        _unshare(_CLONE_NEWPID)
+        linux.unshare(linux.CLONE_NEWPID)
         init = os.fork()
     except OSError:
         os._exit(1)  # the server finds `channel` ended
@@ -245,24 +175,39 @@ def _launch(config: dict[str, Any], channel: socket.socket, server: int) -> None
 def _init(config: dict[str, Any], channel: socket.socket) -> None:
     """Pid 1 of a command's PID namespace: set it up, await the command, run it, report its end."""
     try:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL, "prctl(PR_SET_PDEATHSIG)")
         # Pid 1 takes no signal it has no handler for from its namespace:
         # a command's `kill -INT 1` must not end the sandbox early.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.setsid()
-        _unshare(_CLONE_NEWNS | _CLONE_NEWIPC)
-        _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
-        _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+        linux.unshare(linux.CLONE_NEWNS | linux.CLONE_NEWIPC)
+        linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE, None)
+        linux.mount(
+            "proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC, None
+        )
         for name in _PROC_COVERED:
             path = f"/proc/{name}"
             if os.path.exists(path):
-                _mount(path, path, None, _MS_BIND | _MS_REC, None)
-                flags = _MS_BIND | _MS_REMOUNT | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY
-                _mount(None, path, None, flags, None)
+                linux.mount(path, path, None, linux.MS_BIND | linux.MS_REC, None)
+                flags = (
+                    linux.MS_BIND
+                    | linux.MS_REMOUNT
+                    | linux.MS_NOSUID
+                    | linux.MS_NODEV
+                    | linux.MS_NOEXEC
+                    | linux.MS_RDONLY
+                )
+                linux.mount(None, path, None, flags, None)
         _fresh_mounts(config)
         # /dev is the sandbox's, shared by its commands: read-only for each
         # (its devices are mounts of their own, and /dev/shm a fresh tmpfs).
-        _mount(None, "/dev", None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID, None)
+        linux.mount(
+            None,
+            "/dev",
+            None,
+            linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID,
+            None,
+        )
         _own_ids(config)
         # Nothing of the host's for the command to reach through init: not
         # the executor's stderr (init's own 0-2 are /dev/null), and, as init
@@ -273,7 +218,7 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
         os.close(null)
         # Init needs no capability past its mounts: it waits without any.
         _drop_capabilities()
-        _prctl(_PR_SET_DUMPABLE, 0)
+        linux.prctl(linux.PR_SET_DUMPABLE, 0, "prctl(PR_SET_DUMPABLE)")
         keep = channel.fileno()
         for fd in map(int, os.listdir("/proc/self/fd")):
             if fd > 2 and fd != keep:
@@ -364,7 +309,7 @@ def _own_ids(config: dict[str, Any]) -> None:
     uid, gid = os.getuid(), os.getgid()
     if (uid, gid) == (config["uid"], config["gid"]):
         return
-    _unshare(_CLONE_NEWUSER)
+    linux.unshare(linux.CLONE_NEWUSER)
     for name, text in (
         ("setgroups", "deny"),
         ("uid_map", f"{config['uid']} {uid} 1\n"),
@@ -512,7 +457,7 @@ def _join(init: int) -> None:
     for name, kind in _JOINED:
         path = f"/proc/{init}/ns/{name}"
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        if kind == _CLONE_NEWUSER:
+        if kind == linux.CLONE_NEWUSER:
             mounts = os.open(f"/proc/{init}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
             try:
                 os.close(fd)
@@ -524,7 +469,7 @@ def _join(init: int) -> None:
         else:
             opened.append((fd, kind))
     for fd, kind in opened:
-        _setns(fd, kind)
+        linux.setns(fd, kind)
         os.close(fd)
     os.chdir("/")
 

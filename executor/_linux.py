@@ -7,8 +7,10 @@ import the package. Landlock (`executor._landlock`) uses it too.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import os
+import socket
 from typing import Final
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "mount",
     "prctl",
     "read_text",
+    "receive",
     "setns",
     "unshare",
 ]
@@ -154,3 +157,19 @@ def drop_capabilities(*, lock_root: bool = False) -> None:
     header = _CapHeader(version=_CAPABILITY_VERSION_3, pid=0)
     data = (_CapData * 2)()
     check(libc.capset(ctypes.byref(header), data), "capset")
+
+
+def receive(sock: socket.socket, size: int, max_fds: int) -> tuple[bytes, list[int]]:
+    """One message of at most `size` bytes from `sock`, and the descriptors it carried.
+
+    The descriptors are close-on-exec as they arrive: no program started
+    meanwhile inherits one.
+    """
+    fds = array.array("i")
+    data, ancillary, _, _ = sock.recvmsg(
+        size, socket.CMSG_LEN(max_fds * fds.itemsize), socket.MSG_CMSG_CLOEXEC
+    )
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    return data, list(fds)

@@ -66,10 +66,10 @@ import anyio
 import attrs
 import psutil
 
+from executor import _linux as linux
 from executor._commands import StrPath
 from executor._errors import ExecutorError
 from executor._landlock import LandlockRules, abi_version
-from executor._linux import read_text as _read
 from executor._process import Spawned, proc_stat
 
 __all__ = [
@@ -913,14 +913,7 @@ async def _send(control: socket.socket, body: bytes, fds: list[int]) -> None:
 
 
 def _recv(sock: socket.socket) -> tuple[bytes, list[int]]:
-    fds = array.array("i")
-    data, ancillary, _, _ = sock.recvmsg(
-        1 << 16, socket.CMSG_LEN(4 * fds.itemsize), socket.MSG_CMSG_CLOEXEC
-    )
-    for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
-    return data, list(fds)
+    return linux.receive(sock, 1 << 16, 4)
 
 
 async def signal_served(spawned: Spawned, signal: int) -> None:
@@ -1107,18 +1100,18 @@ def setuid_problem(bwrap: str, euid: int) -> str:
 
 
 def _user_namespaces() -> bool:
-    if _read("/proc/sys/user/max_user_namespaces") in (None, "0"):
+    if linux.read_text("/proc/sys/user/max_user_namespaces") in (None, "0"):
         return False
     # Debian's switch, and Ubuntu's AppArmor restriction.
-    if _read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+    if linux.read_text("/proc/sys/kernel/unprivileged_userns_clone") == "0":
         return False
-    return _read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") != "1"
+    return linux.read_text("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") != "1"
 
 
 def _cgroup() -> tuple[str | None, frozenset[str]]:
     """This process's cgroup v2 folder, and the controllers it may hand to children."""
     mount = None
-    for line in (_read("/proc/self/mountinfo") or "").splitlines():
+    for line in (linux.read_text("/proc/self/mountinfo") or "").splitlines():
         left, _, right = line.partition(" - ")
         if right.split(" ", 1)[0] == "cgroup2":
             mount = left.split()[4]
@@ -1128,7 +1121,7 @@ def _cgroup() -> tuple[str | None, frozenset[str]]:
     own = next(
         (
             line[3:]
-            for line in (_read("/proc/self/cgroup") or "").splitlines()
+            for line in (linux.read_text("/proc/self/cgroup") or "").splitlines()
             if line.startswith("0::")
         ),
         None,
@@ -1136,7 +1129,9 @@ def _cgroup() -> tuple[str | None, frozenset[str]]:
     if own is None:
         return None, frozenset()
     folder = os.path.join(mount, own.lstrip("/"))
-    controllers = frozenset((_read(os.path.join(folder, "cgroup.controllers")) or "").split())
+    controllers = frozenset(
+        (linux.read_text(os.path.join(folder, "cgroup.controllers")) or "").split()
+    )
     # Delegated means we may make a child cgroup and enable controllers for it.
     if not os.access(folder, os.W_OK) or not os.access(
         os.path.join(folder, "cgroup.subtree_control"), os.W_OK

@@ -391,15 +391,7 @@ def _fork_on_terminal(program: str, argv: list[str], env: dict[str, str], termin
 
 
 def _recv(sock: socket.socket) -> tuple[bytes, list[int]]:
-    fds = array.array("i")
-    # Close-on-exec as they arrive: no command inherits init's status pipe.
-    data, ancillary, _, _ = sock.recvmsg(
-        _REQUEST_SIZE, socket.CMSG_LEN(_MAX_FDS * fds.itemsize), socket.MSG_CMSG_CLOEXEC
-    )
-    for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
-    return data, list(fds)
+    return linux.receive(sock, _REQUEST_SIZE, _MAX_FDS)
 
 
 def _start_holder(config: dict[str, Any]) -> tuple[int, int]:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, Self, TypeAlias, TypeVar
 
+import anyio
 import attrs
 
 from executor._commands import (
@@ -19,14 +20,22 @@ from executor._commands import (
     WriteFile,
     process_argv,
 )
-from executor._errors import CommandError, ExecutorError
-from executor._output import Chunk, CommandOutput
+from executor._errors import CommandError, ExecutorError, NonZeroExit
+from executor._output import Chunk, CommandOutput, Stderr
 
 if TYPE_CHECKING:
     from executor._session import ProcessSession
     from executor._wrappers import ReadOnly, ScopedExecutor
 
-__all__ = ["CommandRunner", "LoadedFile", "Sink", "ToolExecutor", "call_sink"]
+__all__ = [
+    "CommandRunner",
+    "LoadedFile",
+    "Sink",
+    "ToolExecutor",
+    "call_sink",
+    "file_failure",
+    "report_failure",
+]
 
 P = ParamSpec("P")
 W = TypeVar("W", bound="ToolExecutor")
@@ -40,6 +49,31 @@ async def call_sink(sink: Sink, chunk: Chunk) -> None:
     result = sink(chunk)
     if inspect.isawaitable(result):
         await result
+
+
+async def report_failure(sink: Sink | None, failure: CommandError) -> None:
+    """Hand the output of a failure to `sink`: a sink sees every chunk, a failure's message too."""
+    if sink is not None:
+        for chunk in failure.output.chunks:
+            await call_sink(sink, chunk)
+
+
+async def file_failure(
+    shown: str, reason: str | OSError, started: float, sink: Sink | None
+) -> NonZeroExit:
+    """The failure of a file operation on `shown`, its message on stderr, reported to `sink`.
+
+    `reason` is the words to give, or the error whose words they are.
+    """
+    if isinstance(reason, OSError):
+        reason = reason.strerror or str(reason)
+    message = f"{shown}: {reason}"
+    output = CommandOutput(
+        chunks=(Stderr(f"{message}\n".encode()),), duration=anyio.current_time() - started
+    )
+    failure = NonZeroExit(message, output)
+    await report_failure(sink, failure)
+    return failure
 
 
 @attrs.frozen

@@ -29,7 +29,7 @@ import anyio
 import attrs
 
 from executor import _docker_channel as _channel
-from executor._base import CommandRunner, LoadedFile, Sink, call_sink
+from executor._base import CommandRunner, LoadedFile, Sink, call_sink, file_failure
 from executor._commands import (
     Command,
     Env,
@@ -744,7 +744,7 @@ class DockerExecutor(CommandRunner):
         except EngineError as error:
             if not error.status:
                 raise
-            raise await _file_failure(cmd.path, _reason(error), started, sink) from error
+            raise await file_failure(cmd.path, _reason(error), started, sink) from error
 
     async def _read_file_at(
         self, cmd: ReadFile, sink: Sink | None, started: float
@@ -757,19 +757,19 @@ class DockerExecutor(CommandRunner):
             for _ in range(_SYMLINK_HOPS):
                 info = await self._stat(api, container_id, path)
                 if info is None:
-                    raise await _file_failure(cmd.path, "No such file or directory", started, sink)
+                    raise await file_failure(cmd.path, "No such file or directory", started, sink)
                 mode = int(info.get("mode", 0))
                 if mode & _MODE_SYMLINK:
                     target = str(info.get("linkTarget") or "")
                     path = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
                     continue
                 if mode & _MODE_DIR:
-                    raise await _file_failure(cmd.path, "Is a directory", started, sink)
+                    raise await file_failure(cmd.path, "Is a directory", started, sink)
                 if mode & _MODE_TYPE:
-                    raise await _file_failure(cmd.path, "not a regular file", started, sink)
+                    raise await file_failure(cmd.path, "not a regular file", started, sink)
                 break
             else:
-                raise await _file_failure(
+                raise await file_failure(
                     cmd.path, "Too many levels of symbolic links", started, sink
                 )
             async with api.stream(
@@ -794,7 +794,7 @@ class DockerExecutor(CommandRunner):
         except EngineError as error:
             if not error.status:
                 raise
-            raise await _file_failure(cmd.path, _reason(error), started, sink) from error
+            raise await file_failure(cmd.path, _reason(error), started, sink) from error
 
     async def _write_file_at(
         self, cmd: WriteFile, sink: Sink | None, started: float
@@ -803,13 +803,13 @@ class DockerExecutor(CommandRunner):
         path = self.resolve(cmd, cmd.path)
         directory, name = posixpath.split(path)
         if not name or name in (".", "..") or cmd.path.endswith("/"):
-            raise await _file_failure(cmd.path, "Is a directory", started, sink)
+            raise await file_failure(cmd.path, "Is a directory", started, sink)
         existing = await self._stat(api, container_id, path)
         mode = 0o644
         if existing is not None:
             kind = int(existing.get("mode", 0))
             if kind & _MODE_DIR:
-                raise await _file_failure(cmd.path, "Is a directory", started, sink)
+                raise await file_failure(cmd.path, "Is a directory", started, sink)
             if not kind & _MODE_TYPE:
                 mode = kind & 0o7777
         uid, gid = await self._owner(api, container_id)
@@ -821,7 +821,7 @@ class DockerExecutor(CommandRunner):
             info = await self._stat(api, container_id, base)
             if info is not None:
                 if not int(info.get("mode", 0)) & _MODE_DIR:
-                    raise await _file_failure(cmd.path, "Not a directory", started, sink)
+                    raise await file_failure(cmd.path, "Not a directory", started, sink)
                 break
             base, part = posixpath.split(base)
             missing.insert(0, part)
@@ -836,7 +836,7 @@ class DockerExecutor(CommandRunner):
                 content_type="application/x-tar",
             )
         except EngineError as error:
-            raise await _file_failure(cmd.path, _reason(error), started, sink) from error
+            raise await file_failure(cmd.path, _reason(error), started, sink) from error
         staged = posixpath.join(directory, temporary)
         # The engine unpacks as root; the new folders and the file go to the
         # user, then the rename makes the new content appear all at once.
@@ -848,7 +848,7 @@ class DockerExecutor(CommandRunner):
         except ExecutorError as error:
             with contextlib.suppress(ExecutorError):
                 await self._plain_exec(api, container_id, ["rm", "-f", "--", staged])
-            raise await _file_failure(cmd.path, error.message, started, sink) from error
+            raise await file_failure(cmd.path, error.message, started, sink) from error
         return CommandOutput(duration=anyio.current_time() - started)
 
     async def _owner(self, api: EngineClient, container_id: str) -> tuple[int, int]:
@@ -1374,17 +1374,6 @@ async def _unpack(pieces: AsyncIterator[bytes], destination: str) -> None:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(feed)
             await anyio.to_thread.run_sync(extract)
-
-
-async def _file_failure(shown: str, reason: str, started: float, sink: Sink | None) -> NonZeroExit:
-    message = f"{shown}: {reason}"
-    output = CommandOutput(
-        chunks=(Stderr(f"{message}\n".encode()),), duration=anyio.current_time() - started
-    )
-    if sink is not None:
-        for chunk in output.chunks:
-            await call_sink(sink, chunk)
-    return NonZeroExit(message, output)
 
 
 async def collect_garbage(docker_host: str | None = None, *, everything: bool = False) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import attrs
 
-from executor._base import CommandRunner, LoadedFile, Sink, call_sink
+from executor._base import CommandRunner, LoadedFile, Sink, call_sink, file_failure, report_failure
 from executor._commands import (
     Command,
     Env,
@@ -38,7 +38,7 @@ from executor._confine import (
     open_dir_beneath,
     relative_to_workdir,
 )
-from executor._errors import CommandError, ExecutorError, NonZeroExit, TimedOut
+from executor._errors import ExecutorError, NonZeroExit, TimedOut
 from executor._files import _wanted, normalise_extensions, stream_text_files
 from executor._landlock import LandlockRules, RestrictedThread
 from executor._output import CommandOutput, OutputBuffer, Stderr, Stdout
@@ -439,7 +439,7 @@ class LocalExecutor(CommandRunner):
                 if error.errno in _RESOURCE_ERRORS:
                     raise ExecutorError(f"cannot start a process: {error.strerror}") from error
                 failure = _spawn_failure(error, argv, self.resolve(cmd), started)
-                await _report_failure(sink, failure)
+                await report_failure(sink, failure)
                 raise failure from error
             # The child's chdir follows this magic link to exactly the folder
             # opened beneath the workdir; no path is resolved again. CPython's
@@ -487,7 +487,7 @@ class LocalExecutor(CommandRunner):
                 # The executor's own folder is missing: its fault, not the command's.
                 raise ExecutorError(f"cannot run in {cwd}: {error.strerror}") from error
             failure = _spawn_failure(error, argv, cwd if cwd_failed else None, started)
-            await _report_failure(sink, failure)
+            await report_failure(sink, failure)
             raise failure from error
         finally:
             if held is not None:
@@ -641,7 +641,7 @@ class LocalExecutor(CommandRunner):
             else:
                 fd = await anyio.to_thread.run_sync(_open_regular_file, self.resolve(cmd, cmd.path))
         except OSError as error:
-            raise await _file_failure(error, cmd.path, started, sink) from error
+            raise await file_failure(cmd.path, error, started, sink) from error
         try:
             # Block by block, each in a worker thread: memory stays within the
             # output cap, the sink sees every byte, and the timeout is checked
@@ -654,7 +654,7 @@ class LocalExecutor(CommandRunner):
                     if sink is not None:
                         await call_sink(sink, chunk)
         except OSError as error:
-            raise await _file_failure(error, cmd.path, started, sink) from error
+            raise await file_failure(cmd.path, error, started, sink) from error
         finally:
             os.close(fd)
         output = buffer.output(exit_code=None, duration=anyio.current_time() - started)
@@ -683,7 +683,7 @@ class LocalExecutor(CommandRunner):
                     write_atomically, self.resolve(cmd, cmd.path), cmd.content
                 )
         except OSError as error:
-            raise await _file_failure(error, cmd.path, started, sink) from error
+            raise await file_failure(cmd.path, error, started, sink) from error
         return CommandOutput(duration=anyio.current_time() - started)
 
 
@@ -868,25 +868,6 @@ def _temporary_file(directory: int, name: str) -> tuple[int, str]:
             continue
         return fd, temporary
     raise FileExistsError(errno.EEXIST, "no unused temporary file name", name)
-
-
-async def _report_failure(sink: Sink | None, failure: CommandError) -> None:
-    # A sink sees every chunk of the output, also the message of a failed start.
-    if sink is not None:
-        for chunk in failure.output.chunks:
-            await call_sink(sink, chunk)
-
-
-async def _file_failure(
-    error: OSError, shown: str, started: float, sink: Sink | None
-) -> NonZeroExit:
-    message = f"{shown}: {error.strerror or error}"
-    output = CommandOutput(
-        chunks=(Stderr(f"{message}\n".encode()),), duration=anyio.current_time() - started
-    )
-    failure = NonZeroExit(message, output)
-    await _report_failure(sink, failure)
-    return failure
 
 
 def _spawn_failure(

@@ -39,7 +39,7 @@ import anyio
 import attrs
 import sniffio
 
-from executor._base import CommandRunner, LoadedFile, Sink, call_sink
+from executor._base import CommandRunner, LoadedFile, Sink, call_sink, file_failure
 from executor._commands import (
     Command,
     Env,
@@ -53,7 +53,7 @@ from executor._commands import (
 from executor._commands import _timeout as _timeout_seconds
 from executor._errors import ExecutorError, NonZeroExit, TimedOut
 from executor._files import normalise_extensions
-from executor._output import CommandOutput, OutputBuffer, Stderr, Stdout
+from executor._output import CommandOutput, OutputBuffer, Stdout
 from executor._process import TREE_VARIABLE, run_to_completion
 
 if TYPE_CHECKING:
@@ -824,9 +824,9 @@ class SshExecutor(CommandRunner):
         except LOST as error:
             raise self._lost(error, buffer.output(exit_code=None, duration=0.0)) from error
         except asyncssh.SFTPError as error:
-            raise await _file_failure(_sftp_os_error(error), cmd.path, started, sink) from error
+            raise await file_failure(cmd.path, _sftp_os_error(error), started, sink) from error
         except OSError as error:
-            raise await _file_failure(error, cmd.path, started, sink) from error
+            raise await file_failure(cmd.path, error, started, sink) from error
         output = buffer.output(exit_code=None, duration=anyio.current_time() - started)
         if deadline is not None and deadline.cancelled_caught:
             assert timeout is not None
@@ -848,9 +848,9 @@ class SshExecutor(CommandRunner):
             with anyio.CancelScope(shield=True):
                 await self._with_sftp(write)
         except asyncssh.SFTPError as error:
-            raise await _file_failure(_sftp_os_error(error), cmd.path, started, sink) from error
+            raise await file_failure(cmd.path, _sftp_os_error(error), started, sink) from error
         except OSError as error:
-            raise await _file_failure(error, cmd.path, started, sink) from error
+            raise await file_failure(cmd.path, error, started, sink) from error
         return CommandOutput(duration=anyio.current_time() - started)
 
     def _lost(self, error: BaseException, output: CommandOutput | None = None) -> ExecutorError:
@@ -1033,20 +1033,6 @@ def _sftp_os_error(error: Any) -> OSError:
     if number is not None:
         return OSError(number, os.strerror(number))
     return OSError(errno.EIO, error.reason or f"SFTP error {error.code}")
-
-
-async def _file_failure(
-    error: OSError, shown: str, started: float, sink: Sink | None
-) -> NonZeroExit:
-    message = f"{shown}: {error.strerror or error}"
-    output = CommandOutput(
-        chunks=(Stderr(f"{message}\n".encode()),), duration=anyio.current_time() - started
-    )
-    failure = NonZeroExit(message, output)
-    if sink is not None:
-        for chunk in failure.output.chunks:
-            await call_sink(sink, chunk)
-    return failure
 
 
 def _failure_message(output: CommandOutput) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import inspect
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, Self, TypeAlias, TypeVar
@@ -33,6 +34,7 @@ __all__ = [
     "Sink",
     "ToolExecutor",
     "call_sink",
+    "failure_message",
     "file_failure",
     "report_failure",
 ]
@@ -49,6 +51,17 @@ async def call_sink(sink: Sink, chunk: Chunk) -> None:
     result = sink(chunk)
     if inspect.isawaitable(result):
         await result
+
+
+def failure_message(output: CommandOutput) -> str:
+    """What a nonzero exit says: the code, or the signal that killed the command."""
+    if output.signal is not None:
+        try:
+            name = signal.Signals(output.signal).name
+        except ValueError:
+            name = f"signal {output.signal}"
+        return f"command was killed by {name}"
+    return f"command exited with code {output.exit_code}"
 
 
 async def report_failure(sink: Sink | None, failure: CommandError) -> None:
@@ -213,8 +226,9 @@ class CommandRunner(ToolExecutor):
     `exec_cmd` and `exec_cmd_streaming` check that the executor is open and
     hand each kind of command to the subclass: shell and argv commands to
     `_process` (as `process_argv` spells them), file reads and writes to
-    `_read_file` and `_write_file`. A subclass has `default_timeout` and
-    `_closed`, and may extend `_check_open`.
+    `_read_file` and `_write_file`; `_checked` turns a finished command's
+    exit into its error. A subclass has `default_timeout` and `_closed`, and
+    may extend `_check_open` and `_killed_by_close`.
     """
 
     default_timeout: float | None
@@ -231,6 +245,22 @@ class CommandRunner(ToolExecutor):
     def _check_open(self) -> None:
         if self._closed:
             raise ExecutorError("the executor is closed")
+
+    def _checked(self, output: CommandOutput) -> CommandOutput:
+        """Return `output` of a finished command, or raise what its exit means."""
+        if output.exit_code:
+            if self._closed and self._killed_by_close(output):
+                raise ExecutorError("the executor was closed while the command ran", output)
+            raise NonZeroExit(failure_message(output), output)
+        return output
+
+    def _killed_by_close(self, output: CommandOutput) -> bool:
+        """Whether a failed command, ended after `aclose()`, was ended by it.
+
+        By default any failure then counts: a remote shell whose child was
+        killed first reports that as an exit code, not a signal.
+        """
+        return True
 
     def _timeout(self, cmd: Command) -> float | None:
         return cmd.timeout if cmd.timeout is not None else self.default_timeout

@@ -518,14 +518,6 @@ class DockerExecutor(CommandRunner):
         info = await api.request_json("GET", f"/exec/{run.exec_id}/json")
         return int(info.get("ExitCode") or 0)
 
-    def _checked(self, output: CommandOutput) -> CommandOutput:
-        """Return `output` of a finished exec, or raise what its exit code means."""
-        if output.exit_code:
-            if self._closed:
-                raise ExecutorError("the executor was closed while the command ran", output)
-            raise NonZeroExit(f"command exited with code {output.exit_code}", output)
-        return output
-
     async def _helper_channel(self) -> Channel | None:
         """The helper, started at the first command; `None` where it is not used."""
         if self.helper is False:

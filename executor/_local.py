@@ -9,7 +9,6 @@ import itertools
 import math
 import os
 import posixpath
-import signal
 import stat
 import tempfile
 import uuid
@@ -20,7 +19,14 @@ from typing import Any
 import anyio
 import attrs
 
-from executor._base import CommandRunner, LoadedFile, Sink, call_sink, file_failure, report_failure
+from executor._base import (
+    CommandRunner,
+    LoadedFile,
+    Sink,
+    call_sink,
+    file_failure,
+    report_failure,
+)
 from executor._commands import (
     Command,
     Env,
@@ -407,13 +413,9 @@ class LocalExecutor(CommandRunner):
         )
         return self._checked(await run.run())
 
-    def _checked(self, output: CommandOutput) -> CommandOutput:
-        """Return `output` of a finished process, or raise what its exit means."""
-        if output.exit_code:
-            if self._closed and output.signal is not None:
-                raise ExecutorError("the executor was closed while the command ran", output)
-            raise NonZeroExit(_failure_message(output), output)
-        return output
+    def _killed_by_close(self, output: CommandOutput) -> bool:
+        # A local process killed by aclose() dies of a signal, which is reported.
+        return output.signal is not None
 
     async def _spawn(
         self,
@@ -889,13 +891,3 @@ def _spawn_failure(
         duration=anyio.current_time() - started,
     )
     return NonZeroExit(message, output)
-
-
-def _failure_message(output: CommandOutput) -> str:
-    if output.signal is not None:
-        try:
-            name = signal.Signals(output.signal).name
-        except ValueError:
-            name = f"signal {output.signal}"
-        return f"command was killed by {name}"
-    return f"command exited with code {output.exit_code}"

@@ -51,7 +51,7 @@ from executor._commands import (
     session_argv,
 )
 from executor._commands import _timeout as _timeout_seconds
-from executor._errors import ExecutorError, NonZeroExit, TimedOut
+from executor._errors import ExecutorError, TimedOut
 from executor._files import normalise_extensions
 from executor._output import CommandOutput, OutputBuffer, Stdout
 from executor._process import TREE_VARIABLE, run_to_completion
@@ -733,16 +733,6 @@ class SshExecutor(CommandRunner):
         run = _ChannelRun(self, channel, session, tag, sink, started)
         return self._checked(await run.run(self._timeout(cmd), stdin=stdin))
 
-    def _checked(self, output: CommandOutput) -> CommandOutput:
-        """Return `output` of a finished command, or raise what its exit means."""
-        if output.exit_code:
-            if self._closed:
-                # aclose() killed it; a shell whose child was killed first
-                # reports that as an exit code, not a signal.
-                raise ExecutorError("the executor was closed while the command ran", output)
-            raise NonZeroExit(_failure_message(output), output)
-        return output
-
     async def _kill(self, tag: str, grace: float | None = None, *, settle: bool = False) -> None:
         """Kill the remote tree tagged `tag` through a channel of its own.
 
@@ -1033,13 +1023,3 @@ def _sftp_os_error(error: Any) -> OSError:
     if number is not None:
         return OSError(number, os.strerror(number))
     return OSError(errno.EIO, error.reason or f"SFTP error {error.code}")
-
-
-def _failure_message(output: CommandOutput) -> str:
-    if output.signal is not None:
-        try:
-            name = signal.Signals(output.signal).name
-        except ValueError:
-            name = f"signal {output.signal}"
-        return f"command was killed by {name}"
-    return f"command exited with code {output.exit_code}"

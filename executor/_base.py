@@ -5,15 +5,16 @@ from __future__ import annotations
 import abc
 import inspect
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Concatenate, ParamSpec, Self, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeAlias, TypeVar
 
 import anyio
 import attrs
 
 from executor._commands import (
     Command,
+    Env,
     Exec,
     ReadFile,
     Shell,
@@ -21,6 +22,7 @@ from executor._commands import (
     WriteFile,
     process_argv,
 )
+from executor._commands import _timeout as _timeout_seconds
 from executor._errors import CommandError, ExecutorError, NonZeroExit
 from executor._output import Chunk, CommandOutput, Stderr
 
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from executor._wrappers import ReadOnly, ScopedExecutor
 
 __all__ = [
+    "DEFAULT_OUTPUT_LIMIT",
     "CommandRunner",
     "LoadedFile",
     "Sink",
@@ -36,6 +39,8 @@ __all__ = [
     "call_sink",
     "failure_message",
     "file_failure",
+    "names",
+    "non_negative",
     "report_failure",
 ]
 
@@ -220,6 +225,35 @@ async def _report(sink: Sink, chunks: Iterable[Chunk]) -> None:
         await call_sink(sink, chunk)
 
 
+DEFAULT_OUTPUT_LIMIT = 32 << 20
+"""Bytes of output a command keeps in memory unless told otherwise: a guard against floods."""
+
+
+def names(values: Iterable[str] | None) -> tuple[str, ...]:
+    """Variable names as given: one, several, or none (`None`)."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        return (values,)
+    return tuple(values)
+
+
+def _variables(values: Mapping[str, str] | None) -> Env:
+    return Env(values or {})
+
+
+def non_negative(_: object, attribute: attrs.Attribute[float], value: float) -> None:
+    """An attrs validator: `value` is zero or more."""
+    if not value >= 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+
+
+def _limit(_: object, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    if value is not None and value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0 or None, got {value!r}")
+
+
+@attrs.define(eq=False)
 class CommandRunner(ToolExecutor):
     """A backend that runs commands itself (local, Docker, SSH): one dispatch for them all.
 
@@ -227,12 +261,23 @@ class CommandRunner(ToolExecutor):
     hand each kind of command to the subclass: shell and argv commands to
     `_process` (as `process_argv` spells them), file reads and writes to
     `_read_file` and `_write_file`; `_checked` turns a finished command's
-    exit into its error. A subclass has `default_timeout` and `_closed`, and
-    may extend `_check_open` and `_killed_by_close`.
+    exit into its error. It holds the options every backend takes (each
+    backend's docstring says what they mean there), and the subclass may
+    extend `_check_open` and `_killed_by_close`.
     """
 
-    default_timeout: float | None
-    _closed: bool
+    default_timeout: float | None = attrs.field(
+        default=None, kw_only=True, converter=_timeout_seconds
+    )
+    env_clear: bool = attrs.field(default=False, kw_only=True)
+    env_remove: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=names)
+    envs: Env = attrs.field(factory=Env, kw_only=True, converter=_variables)
+    output_limit: int | None = attrs.field(
+        default=DEFAULT_OUTPUT_LIMIT, kw_only=True, validator=_limit
+    )
+    kill_grace: float = attrs.field(default=1.0, kw_only=True, validator=non_negative)
+    drain_timeout: float = attrs.field(default=0.1, kw_only=True, validator=non_negative)
+    _closed: bool = attrs.field(init=False, default=False, repr=False)
 
     async def exec_cmd(self, cmd: Command) -> CommandOutput:
         """Run `cmd` to the end and return its output (see `ToolExecutor.exec_cmd`)."""

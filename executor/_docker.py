@@ -32,7 +32,6 @@ from executor import _docker_channel as _channel
 from executor._base import CommandRunner, LoadedFile, Sink, call_sink, file_failure
 from executor._commands import (
     Command,
-    Env,
     Exec,
     ReadFile,
     Shell,
@@ -40,7 +39,6 @@ from executor._commands import (
     WriteFile,
     session_argv,
 )
-from executor._commands import _timeout as _timeout_seconds
 from executor._docker_api import Connection, EngineClient, EngineError, _message
 from executor._docker_channel import Channel
 from executor._errors import CommandError, ExecutorError, NonZeroExit, TimedOut
@@ -68,7 +66,6 @@ LABEL_KEEP: Final = "io.executor.keep"
 # The variable every process of a command inherits: how the kill finds them.
 TREE_VARIABLE: Final = "EXECUTOR_DOCKER_TREE"
 
-_DEFAULT_OUTPUT_LIMIT = 32 << 20
 # Keeps the container alive under its init; a TERM ends it at once.
 _KEEPALIVE = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
 # Runs each shell or argv command. It prints its pid (the process group: the
@@ -164,18 +161,6 @@ def _absolute_workdir(value: str) -> str:
 
 def _host_path(value: StrPath | None) -> str | None:
     return None if value is None else os.path.abspath(os.fspath(value))
-
-
-def _names(values: Iterable[str] | None) -> tuple[str, ...]:
-    if values is None:
-        return ()
-    if isinstance(values, str):
-        return (values,)
-    return tuple(values)
-
-
-def _variables(values: Mapping[str, str] | None) -> Env:
-    return Env(values or {})
 
 
 def _non_negative(_: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
@@ -277,17 +262,6 @@ class DockerExecutor(CommandRunner):
     labels: Mapping[str, str] = attrs.field(factory=dict, kw_only=True)
     keep: bool = attrs.field(default=False, kw_only=True)
     docker_host: str | None = attrs.field(default=None, kw_only=True)
-    default_timeout: float | None = attrs.field(
-        default=None, kw_only=True, converter=_timeout_seconds
-    )
-    env_clear: bool = attrs.field(default=False, kw_only=True)
-    env_remove: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=_names)
-    envs: Env = attrs.field(factory=Env, kw_only=True, converter=_variables)
-    output_limit: int | None = attrs.field(
-        default=_DEFAULT_OUTPUT_LIMIT, kw_only=True, validator=_non_negative
-    )
-    kill_grace: float = attrs.field(default=1.0, kw_only=True, validator=_non_negative)
-    drain_timeout: float = attrs.field(default=0.1, kw_only=True, validator=_non_negative)
     helper: bool | None = attrs.field(default=None, kw_only=True)
     python: str = attrs.field(default="python3", kw_only=True)
     _id: str = attrs.field(init=False, factory=lambda: uuid.uuid4().hex[:16], repr=False)
@@ -295,7 +269,6 @@ class DockerExecutor(CommandRunner):
     _api: EngineClient | None = attrs.field(init=False, default=None, repr=False)
     _container_id: str | None = attrs.field(init=False, default=None, repr=False)
     _created: bool = attrs.field(init=False, default=False, repr=False)
-    _closed: bool = attrs.field(init=False, default=False, repr=False)
     _lock: anyio.Lock | None = attrs.field(init=False, default=None, repr=False)
     _base_env: dict[str, str] | None = attrs.field(init=False, default=None, repr=False)
     _owner_ids: tuple[int, int] | None = attrs.field(init=False, default=None, repr=False)

@@ -13,13 +13,13 @@ import stat
 import tempfile
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Iterable
 
 import anyio
 import attrs
 
 from executor._base import (
+    DEFAULT_OUTPUT_LIMIT,
     CommandRunner,
     LoadedFile,
     Sink,
@@ -29,7 +29,6 @@ from executor._base import (
 )
 from executor._commands import (
     Command,
-    Env,
     Exec,
     ReadFile,
     Shell,
@@ -37,7 +36,6 @@ from executor._commands import (
     WriteFile,
     session_argv,
 )
-from executor._commands import _timeout as _timeout_seconds
 from executor._confine import (
     check_spelling,
     open_beneath,
@@ -68,9 +66,6 @@ from executor._session import LocalSession, ProcessSession
 
 __all__ = ["DEFAULT_OUTPUT_LIMIT", "LocalExecutor"]
 
-DEFAULT_OUTPUT_LIMIT = 32 << 20
-"""Bytes of output a command keeps in memory unless told otherwise: a guard against floods."""
-
 # Errors that say the machine is out of something, not that the command is wrong.
 _RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM})
 # read_file reads this much per step.
@@ -84,28 +79,6 @@ _TEMPORARY_NAMES = 100
 
 def _absolute(path: StrPath) -> str:
     return os.path.abspath(os.fspath(path))
-
-
-def _names(values: Iterable[str] | None) -> tuple[str, ...]:
-    if values is None:
-        return ()
-    if isinstance(values, str):
-        return (values,)
-    return tuple(values)
-
-
-def _variables(values: Mapping[str, str] | None) -> Env:
-    return Env(values or {})
-
-
-def _non_negative(_: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not value >= 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
-
-
-def _limit(_: object, attribute: attrs.Attribute[Any], value: int | None) -> None:
-    if value is not None and value < 0:
-        raise ValueError(f"{attribute.name} must be >= 0 or None, got {value!r}")
 
 
 @attrs.define(eq=False)
@@ -166,17 +139,6 @@ class LocalExecutor(CommandRunner):
     """
 
     workdir: str = attrs.field(default=".", converter=_absolute)
-    default_timeout: float | None = attrs.field(
-        default=None, kw_only=True, converter=_timeout_seconds
-    )
-    env_clear: bool = attrs.field(default=False, kw_only=True)
-    env_remove: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=_names)
-    envs: Env = attrs.field(factory=Env, kw_only=True, converter=_variables)
-    output_limit: int | None = attrs.field(
-        default=DEFAULT_OUTPUT_LIMIT, kw_only=True, validator=_limit
-    )
-    kill_grace: float = attrs.field(default=1.0, kw_only=True, validator=_non_negative)
-    drain_timeout: float = attrs.field(default=0.1, kw_only=True, validator=_non_negative)
     confine: bool = attrs.field(default=False, kw_only=True)
     sandbox: Sandbox | None = attrs.field(default=None, kw_only=True)
     # The tag's owner pid lets tools tell whose processes they are, and whether the owner is gone.
@@ -184,7 +146,6 @@ class LocalExecutor(CommandRunner):
         init=False, factory=lambda: f"{os.getpid()}:{uuid.uuid4().hex}", repr=False
     )
     _serial: itertools.count[int] = attrs.field(init=False, factory=itertools.count, repr=False)
-    _closed: bool = attrs.field(init=False, default=False, repr=False)
     # No process of ours started before the executor was built.
     _created: float = attrs.field(init=False, factory=boot_clock, repr=False)
     # Confined only: the workdir's O_PATH descriptor, and what closes it once

@@ -39,10 +39,9 @@ import anyio
 import attrs
 import sniffio
 
-from executor._base import CommandRunner, LoadedFile, Sink, call_sink, file_failure
+from executor._base import CommandRunner, LoadedFile, Sink, call_sink, file_failure, non_negative
 from executor._commands import (
     Command,
-    Env,
     Exec,
     ReadFile,
     Shell,
@@ -50,7 +49,6 @@ from executor._commands import (
     WriteFile,
     session_argv,
 )
-from executor._commands import _timeout as _timeout_seconds
 from executor._errors import ExecutorError, TimedOut
 from executor._files import normalise_extensions
 from executor._output import CommandOutput, OutputBuffer, Stdout
@@ -179,24 +177,12 @@ def _remote_path(value: StrPath) -> str:
     return path
 
 
-def _names(values: Iterable[str] | None) -> tuple[str, ...]:
-    if values is None:
-        return ()
-    if isinstance(values, str):
-        return (values,)
-    return tuple(values)
-
-
 def _keys(values: Iterable[StrPath] | None) -> tuple[str, ...] | None:
     if values is None:
         return None
     if isinstance(values, str | os.PathLike):
         values = (values,)
     return tuple(os.path.expanduser(os.fspath(value)) for value in values)
-
-
-def _variables(values: Mapping[str, str] | None) -> Env:
-    return Env(values or {})
 
 
 def _expanded(value: StrPath) -> str:
@@ -207,19 +193,9 @@ def _optional_path(value: StrPath | None) -> str | None:
     return None if value is None else _expanded(value)
 
 
-def _non_negative(_: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not value >= 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
-
-
 def _port(_: object, attribute: attrs.Attribute[int], value: int) -> None:
     if not 0 < value < 65536:
         raise ValueError(f"port must be 1..65535, got {value!r}")
-
-
-def _limit(_: object, attribute: attrs.Attribute[Any], value: int | None) -> None:
-    if value is not None and value < 0:
-        raise ValueError(f"{attribute.name} must be >= 0 or None, got {value!r}")
 
 
 def _sessions(_: object, attribute: attrs.Attribute[int], value: int) -> None:
@@ -301,24 +277,14 @@ class SshExecutor(CommandRunner):
     agent_path: str | None = attrs.field(default=None, kw_only=True, converter=_optional_path)
     known_hosts: str = attrs.field(default="~/.ssh/known_hosts", kw_only=True, converter=_expanded)
     check_host_key: bool = attrs.field(default=True, kw_only=True)
-    connect_timeout: float = attrs.field(default=15.0, kw_only=True, validator=_non_negative)
-    keepalive_interval: float = attrs.field(default=15.0, kw_only=True, validator=_non_negative)
+    connect_timeout: float = attrs.field(default=15.0, kw_only=True, validator=non_negative)
+    keepalive_interval: float = attrs.field(default=15.0, kw_only=True, validator=non_negative)
     keepalive_count_max: int = attrs.field(default=3, kw_only=True)
     max_sessions: int = attrs.field(default=10, kw_only=True, validator=_sessions)
-    default_timeout: float | None = attrs.field(
-        default=None, kw_only=True, converter=_timeout_seconds
-    )
-    env_clear: bool = attrs.field(default=False, kw_only=True)
-    env_remove: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=_names)
-    envs: Env = attrs.field(factory=Env, kw_only=True, converter=_variables)
-    output_limit: int | None = attrs.field(default=32 << 20, kw_only=True, validator=_limit)
-    kill_grace: float = attrs.field(default=1.0, kw_only=True, validator=_non_negative)
-    drain_timeout: float = attrs.field(default=0.1, kw_only=True, validator=_non_negative)
     _id: str = attrs.field(
         init=False, factory=lambda: f"{os.getpid()}:{uuid.uuid4().hex}", repr=False
     )
     _serial: itertools.count[int] = attrs.field(init=False, factory=itertools.count, repr=False)
-    _closed: bool = attrs.field(init=False, default=False, repr=False)
     _connection: asyncssh.SSHClientConnection | None = attrs.field(
         init=False, default=None, repr=False
     )

@@ -21,6 +21,7 @@ from executor._commands import (
     StrPath,
     WriteFile,
     process_argv,
+    session_argv,
 )
 from executor._commands import _timeout as _timeout_seconds
 from executor._errors import CommandError, ExecutorError, NonZeroExit
@@ -290,6 +291,22 @@ class CommandRunner(ToolExecutor):
     def _check_open(self) -> None:
         if self._closed:
             raise ExecutorError("the executor is closed")
+
+    def _session_argv(self, cmd: Command) -> tuple[str, ...]:
+        """The argv a session runs for `cmd` (see `session_argv`).
+
+        Raises:
+            ExecutorError: The executor is closed, or `cmd` is a file operation
+                or a `#!` script.
+
+        """
+        self._check_open()
+        match cmd:
+            case Shell() | Exec():
+                return session_argv(cmd)
+            case _:
+                kind = type(cmd).__name__
+                raise ExecutorError(f"{type(self).__name__} cannot start {kind} sessions")
 
     def _checked(self, output: CommandOutput) -> CommandOutput:
         """Return `output` of a finished command, or raise what its exit means."""

@@ -32,12 +32,9 @@ from executor import _docker_channel as _channel
 from executor._base import CommandRunner, LoadedFile, Sink, call_sink, file_failure
 from executor._commands import (
     Command,
-    Exec,
     ReadFile,
-    Shell,
     StrPath,
     WriteFile,
-    session_argv,
 )
 from executor._docker_api import Connection, EngineClient, EngineError, _message
 from executor._docker_channel import Channel
@@ -624,13 +621,7 @@ class DockerExecutor(CommandRunner):
                 operation, or a `#!` script (its body is the interpreter's stdin).
 
         """
-        if self._closed:
-            raise ExecutorError("the executor is closed")
-        match cmd:
-            case Shell() | Exec():
-                argv = session_argv(cmd)
-            case _:
-                raise ExecutorError(f"DockerExecutor cannot start {type(cmd).__name__} sessions")
+        argv = self._session_argv(cmd)
         return DockerSession(self, cmd, argv, pty=pty)
 
     async def _plain_exec(

@@ -29,12 +29,9 @@ from executor._base import (
 )
 from executor._commands import (
     Command,
-    Exec,
     ReadFile,
-    Shell,
     StrPath,
     WriteFile,
-    session_argv,
 )
 from executor._confine import (
     check_spelling,
@@ -193,12 +190,7 @@ class LocalExecutor(CommandRunner):
                 operation, or a `#!` script (its body is the interpreter's stdin).
 
         """
-        self._check_open()
-        match cmd:
-            case Shell() | Exec():
-                argv = session_argv(cmd)
-            case _:
-                raise ExecutorError(f"LocalExecutor cannot start {type(cmd).__name__} sessions")
+        argv = self._session_argv(cmd)
 
         # A session starts later, outside the ReadOnly call that made it: take its request now.
         read_only = running_read_only()

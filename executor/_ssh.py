@@ -42,12 +42,9 @@ import sniffio
 from executor._base import CommandRunner, LoadedFile, Sink, call_sink, file_failure, non_negative
 from executor._commands import (
     Command,
-    Exec,
     ReadFile,
-    Shell,
     StrPath,
     WriteFile,
-    session_argv,
 )
 from executor._errors import ExecutorError, TimedOut
 from executor._files import normalise_extensions
@@ -323,12 +320,7 @@ class SshExecutor(CommandRunner):
         """
         from executor._ssh_session import SshSession
 
-        self._check_open()
-        match cmd:
-            case Shell() | Exec():
-                argv = session_argv(cmd)
-            case _:
-                raise ExecutorError(f"SshExecutor cannot start {type(cmd).__name__} sessions")
+        argv = self._session_argv(cmd)
         return SshSession(self, cmd, argv, pty=pty)
 
     async def stream_files(

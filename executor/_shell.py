@@ -1493,7 +1493,7 @@ def _shell(command: SimpleCommand, name: str, depth: int) -> list[SimpleCommand]
             with_value = key in ("--rcfile", "--init-file", "--init-command") and not eq
             i += 2 if with_value else 1
             continue
-        if value[0] in "-+" and len(value) > 1:
+        if len(value) > 1 and value[0] in "-+":
             values = 0
             for flag in value[1:]:
                 if flag == "c" and value[0] == "-":

@@ -444,6 +444,14 @@ def test_parser_never_crashes(tokens: list[str], spaces: list[bool]) -> None:
     assert all(isinstance(finding, Finding) for finding in findings)
 
 
+@pytest.mark.parametrize("script", ["sh ''", 'bash "" -c x', "sh '' -c 'rm -rf /'"])
+def test_an_empty_shell_argument_is_an_operand(script: str) -> None:
+    """An empty argument to a shell is its script file's name, not an option."""
+    parse_script(script)
+    # The shell runs the file named '' with `-c ...` as its arguments: no nested script.
+    assert "rm-root" not in rules(script)
+
+
 def _escape_backticks(inner: str) -> str:
     return inner.replace("\\", "\\\\").replace("`", "\\`").replace("$", "\\$")
 

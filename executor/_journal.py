@@ -42,6 +42,7 @@ import datetime
 import errno
 import math
 import os
+import random
 import secrets
 import sqlite3
 import struct
@@ -795,25 +796,7 @@ class SqliteJournal:
         except (OSError, sqlite3.Error) as error:
             raise JournalError(f"cannot open the journal at {self.path}: {error}") from error
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise JournalError(f"the journal at {self.path} cannot use WAL mode ({mode})")
-            conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, _SCHEMA_VERSION):
-                raise JournalError(
-                    f"the journal at {self.path} has format {version}; this version of "
-                    f"executor reads format {_SCHEMA_VERSION}"
-                )
-            if version == 0:
-                # One transaction (not executescript, which commits first), so a
-                # process racing to set up the same file sees all of it or none.
-                conn.execute("BEGIN IMMEDIATE")
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-                conn.execute("COMMIT")
+            self._set_up(conn)
         except sqlite3.Error as error:
             conn.close()
             raise JournalError(f"cannot use the journal at {self.path}: {error}") from error
@@ -823,6 +806,52 @@ class SqliteJournal:
         self._conn = conn
         self._pid = os.getpid()
         return conn
+
+    def _set_up(self, conn: sqlite3.Connection) -> None:
+        """Put a new connection in WAL mode and create the schema, if not yet there.
+
+        Switching a fresh file to WAL takes an exclusive lock, and SQLite answers
+        "database is locked" at once, without its busy handler, when connections
+        opening the same new file at the same moment would otherwise deadlock. So the
+        setup is tried again, with a growing pause, for up to ``busy_timeout``.
+        """
+        deadline = time.monotonic() + self.busy_timeout
+        pause = 0.001
+        while True:
+            try:
+                self._set_up_once(conn)
+                return
+            except sqlite3.OperationalError as error:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                code = error.sqlite_errorcode & 0xFF  # the primary code, without its detail
+                if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                    raise
+                if time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause * (0.5 + random.random()))
+            pause = min(pause * 2, 0.05)
+
+    def _set_up_once(self, conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise JournalError(f"the journal at {self.path} cannot use WAL mode ({mode})")
+        conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, _SCHEMA_VERSION):
+            raise JournalError(
+                f"the journal at {self.path} has format {version}; this version of "
+                f"executor reads format {_SCHEMA_VERSION}"
+            )
+        if version == 0:
+            # One transaction (not executescript, which commits first), so a
+            # process racing to set up the same file sees all of it or none.
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            conn.execute("COMMIT")
 
     def _call(self, function: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:

@@ -10,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -422,6 +423,40 @@ async def test_claims_racing_on_one_key_let_exactly_one_run(path: Path) -> None:
     assert sorted(statuses) == ["run"] + ["running"] * 7
     for journal in journals:
         journal.close()
+
+
+def _open_at_once(path: Path, count: int) -> list[BaseException]:
+    """Open `count` journals on one file from as many threads at once; what they raised."""
+    journals = [SqliteJournal(path) for _ in range(count)]
+    start = threading.Barrier(count)
+    errors: list[BaseException] = []
+
+    def open_(journal: SqliteJournal) -> None:
+        start.wait()
+        try:
+            journal._call(lambda conn: conn.execute("SELECT count(*) FROM runs").fetchone())
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=open_, args=(journal,)) for journal in journals]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for journal in journals:
+        journal.close()
+    return errors
+
+
+def test_journals_opening_one_new_file_at_once_all_set_it_up(tmp_path: Path) -> None:
+    """Journals racing to set up one new file each wait their turn; none raises.
+
+    SQLite refuses all but one of the connections switching a new file to WAL at once,
+    without its busy wait, so the journal itself must try again.
+    """
+    for round_ in range(40):
+        errors = _open_at_once(tmp_path / f"round-{round_}" / "journal.sqlite3", 8)
+        assert errors == [], f"round {round_}: {errors[0]!r}"
 
 
 async def test_a_claim_waits_for_a_lock_held_elsewhere(path: Path) -> None:

@@ -580,6 +580,7 @@ class ProcessRun:
         # that keeps writing gets one more drain period and one pipe's worth.
         allowance = _PIPE_SIZE
         last_call: float | None = None
+        waited = True
         try:
             while allowance > 0:
                 try:
@@ -597,6 +598,7 @@ class ProcessRun:
                     if self._stopping:
                         return
                     await anyio.wait_readable(fd)
+                    waited = True
                     continue
                 except OSError as error:
                     # A pty's master reports the end (no slave left open) as EIO.
@@ -612,9 +614,17 @@ class ProcessRun:
                         last_call = now + self._drain_timeout
                     elif now > last_call:
                         return
+                # Data that came without a wait is a flood: reads would never
+                # block, so the loop must be let in (the drain's timer, the other
+                # reader, other commands) before the next read.
+                flood = not waited
+                waited = False
                 self._emitting += 1
                 try:
                     await self._emit(kind(data))
+                    if flood:
+                        # Counted as emitting: the drain never stops a reader here.
+                        await anyio.lowlevel.checkpoint()
                 finally:
                     self._emitting -= 1
                     if not self._emitting and self._emitted is not None:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 from conftest import alive
 from hypothesis import HealthCheck, given, settings
@@ -180,6 +181,47 @@ async def test_drain_is_bounded_under_a_chatty_background_child(ex: LocalExecuto
     output = await ex.exec_cmd(Command.shell("yes & echo started"))
     assert time.monotonic() - started < 1.0
     assert output.stdout.startswith(b"started\n") or b"started\n" in output.stdout
+
+
+@pytest.mark.parametrize(
+    "flood", ["head -c 200M /dev/zero", "yes | head -c 200M", "yes & echo started"]
+)
+async def test_a_flood_lets_other_tasks_run_between_its_chunks(
+    ex: LocalExecutor, flood: str
+) -> None:
+    """Output that never lets the pipe run dry still yields to the event loop.
+
+    Reads that never block never reach the event loop on their own: the drain's
+    timer, the other reader and every other task of the program would wait for
+    the flood to end (under load a chatty background child held the call for
+    seconds). A reader lets the loop in after each chunk that came without a
+    wait, so a task looping on checkpoints sees at most three chunks (one reader:
+    the chunk that followed a wait, the next, and one more in the next round) go
+    by between two of its turns.
+    """
+    since_turn = 0
+    most = 0
+    chunks = 0
+    running = True
+
+    def sink(chunk: Chunk) -> None:
+        nonlocal since_turn, chunks
+        since_turn += 1
+        chunks += 1
+
+    async def other_task() -> None:
+        nonlocal since_turn, most
+        while running:
+            most = max(most, since_turn)
+            since_turn = 0
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(other_task)
+        await ex.exec_cmd_streaming(Command.shell(flood), sink)
+        running = False
+    assert chunks > 20, "the command did not flood its pipe"
+    assert most <= 3, f"{most} chunks went by without the event loop running"
 
 
 async def test_command_timeout_wins_over_default(tmp_path: Path) -> None:

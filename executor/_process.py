@@ -15,6 +15,7 @@ processes through `spawn` and `ProcessRun`, so the guarantees hold everywhere:
 
 from __future__ import annotations
 
+import array
 import contextlib
 import errno
 import fcntl
@@ -57,12 +58,15 @@ Its value is `OWNER_PID:EXECUTOR_ID/COMMAND_NUMBER`: which process started the
 command, through which executor, and which command it was.
 """
 
-# A reader starts with reads of this size, which allocate only what arrives.
-_SMALL_READ: Final = 1 << 16
-# Once a read fills that, output is flooding: one read then takes what the pipe
-# holds, up to this much, into a reused buffer, keeping the per-chunk overhead
-# (a wakeup, a chunk object, a sink call) small and the allocator out of it.
+# A read asks the pipe how much it holds (FIONREAD) and takes that, up to
+# this much, straight into the chunk's own bytes object: one copy (reading
+# into a reused buffer, then copying out the chunk, costs two), and an
+# allocation no larger than the data, so a quiet command costs no more than
+# its output and a flood moves in few, large chunks.
 _READ_SIZE: Final = 1 << 20
+# What a read asks for when the pipe says it holds nothing (the end, or data
+# that came just after asking).
+_SMALL_READ: Final = 1 << 16
 # Linux's default pipe holds 64 KiB; a larger one lets each wakeup carry more.
 # Only root enlarges pipes: for other users the pages count against a per-user
 # budget, and spending it would shrink the pipes of the user's other programs.
@@ -71,20 +75,14 @@ _F_SETPIPE_SZ: Final = 1031
 # How often the kill path looks for survivors while it waits out the grace period.
 _POLL: Final = 0.01
 
-_buffers: list[bytearray] = []
 
-
-def _take_buffer() -> bytearray:
-    # Reusing read buffers keeps the allocator out of the streaming path.
+def _available(fd: int, ask: array.array[int]) -> int:
+    """How many bytes to read from `fd`: what it holds, within bounds."""
     try:
-        return _buffers.pop()
-    except IndexError:
-        return bytearray(_READ_SIZE)
-
-
-def _give_buffer(buffer: bytearray) -> None:
-    if len(_buffers) < 16:
-        _buffers.append(buffer)
+        fcntl.ioctl(fd, termios.FIONREAD, ask)
+    except OSError:
+        return _SMALL_READ
+    return min(ask[0], _READ_SIZE) or _SMALL_READ
 
 
 @attrs.define(eq=False)
@@ -573,8 +571,8 @@ class ProcessRun:
             self._status = await wait_exit(spawned)
 
     async def _read(self, fd: int, kind: Callable[[bytes], Chunk]) -> None:
-        buffer: bytearray | None = None
-        view: memoryview | None = None
+        # FIONREAD's answer; one per reader, as readers may run in other threads.
+        ask = array.array("i", [0])
         # Past the drain period a reader still takes what the pipe holds, so a
         # slow sink never costs the command's last words; a background child
         # that keeps writing gets one more drain period and one pipe's worth.
@@ -584,16 +582,7 @@ class ProcessRun:
         try:
             while allowance > 0:
                 try:
-                    if view is None:
-                        # Small reads allocate only what arrives, so a thousand
-                        # quiet commands cost no more than their output...
-                        data = os.read(fd, _SMALL_READ)
-                        if len(data) == _SMALL_READ:
-                            # ...and a flood switches to one large reused buffer.
-                            buffer = _take_buffer()
-                            view = memoryview(buffer)
-                    else:
-                        data = bytes(view[: os.readv(fd, (view,))])
+                    data = os.read(fd, _available(fd, ask))
                 except BlockingIOError:
                     if self._stopping:
                         return
@@ -630,9 +619,6 @@ class ProcessRun:
                     if not self._emitting and self._emitted is not None:
                         self._emitted.set()
         finally:
-            if view is not None and buffer is not None:
-                view.release()
-                _give_buffer(buffer)
             self._readers -= 1
             if not self._readers:
                 self._readers_done.set()

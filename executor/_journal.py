@@ -587,7 +587,9 @@ _COLUMNS = (
     "duration, truncated, value"
 )
 
+# SQLite's primary result codes (an error's sqlite_errorcode & 0xFF).
 _SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
 # Stored output up to this size is written and read on the event loop (a copy
 # of a few hundred microseconds at most); more goes through a worker thread.
 _INLINE_BYTES = 256 * 1024
@@ -810,10 +812,10 @@ class SqliteJournal:
     def _set_up(self, conn: sqlite3.Connection) -> None:
         """Put a new connection in WAL mode and create the schema, if not yet there.
 
-        Switching a fresh file to WAL takes an exclusive lock, and SQLite answers
-        "database is locked" at once, without its busy handler, when connections
-        opening the same new file at the same moment would otherwise deadlock. So the
-        setup is tried again, with a growing pause, for up to ``busy_timeout``.
+        Switching a fresh file to WAL takes an exclusive lock, and SQLite may answer
+        "database is locked" at once, without its busy handler, to a connection
+        opening the same new file as others at the same moment. So the setup is
+        tried again, with a growing pause, for up to ``busy_timeout``.
         """
         deadline = time.monotonic() + self.busy_timeout
         pause = 0.001
@@ -824,8 +826,9 @@ class SqliteJournal:
             except sqlite3.OperationalError as error:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                code = error.sqlite_errorcode & 0xFF  # the primary code, without its detail
-                if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                # An error the sqlite3 module raises itself has no code: not a lock.
+                code = getattr(error, "sqlite_errorcode", 0) & 0xFF
+                if code not in (_SQLITE_BUSY, _SQLITE_LOCKED):
                     raise
                 if time.monotonic() + pause > deadline:
                     raise

@@ -9,8 +9,10 @@ processes through `spawn` and `ProcessRun`, so the guarantees hold everywhere:
   that left both, and daemons that double-forked away to init;
 - the exit is awaited on a pidfd, not on the pipes, so a background child that
   holds stdout open cannot make a finished command hang;
-- pipes are read into reused buffers, so a flood of output costs one copy per
-  read and never grows memory past the stored-output cap.
+- pipes are read with one copy per chunk, each read sized by what the pipe
+  holds (FIONREAD, up to 1 MiB), so memory never grows past the stored-output
+  cap and a chunk or two in flight;
+- a flood of output still lets the event loop run between its chunks.
 """
 
 from __future__ import annotations
@@ -61,8 +63,8 @@ command, through which executor, and which command it was.
 # A read asks the pipe how much it holds (FIONREAD) and takes that, up to
 # this much, straight into the chunk's own bytes object: one copy (reading
 # into a reused buffer, then copying out the chunk, costs two), and an
-# allocation no larger than the data, so a quiet command costs no more than
-# its output and a flood moves in few, large chunks.
+# allocation the size of the data, so a quiet command costs no more than its
+# output and a flood moves in few, large chunks.
 _READ_SIZE: Final = 1 << 20
 # What a read asks for when the pipe says it holds nothing (the end, or data
 # that came just after asking).
@@ -612,7 +614,9 @@ class ProcessRun:
                 try:
                     await self._emit(kind(data))
                     if flood:
-                        # Counted as emitting: the drain never stops a reader here.
+                        # Counted as emitting, so the drain waits for it (after a
+                        # timeout, one more drain period at most); the chunk is
+                        # delivered already, so a cancellation here cuts nothing.
                         await anyio.lowlevel.checkpoint()
                 finally:
                     self._emitting -= 1

@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -451,12 +452,74 @@ def _open_at_once(path: Path, count: int) -> list[BaseException]:
 def test_journals_opening_one_new_file_at_once_all_set_it_up(tmp_path: Path) -> None:
     """Journals racing to set up one new file each wait their turn; none raises.
 
-    SQLite refuses all but one of the connections switching a new file to WAL at once,
-    without its busy wait, so the journal itself must try again.
+    SQLite refuses some of the connections switching a new file to WAL at the same
+    moment at once, without its busy wait, so the journal itself must try again.
     """
-    for round_ in range(40):
+    for round_ in range(150):
         errors = _open_at_once(tmp_path / f"round-{round_}" / "journal.sqlite3", 8)
         assert errors == [], f"round {round_}: {errors[0]!r}"
+
+
+def _refusing_wal(
+    monkeypatch: pytest.MonkeyPatch, refusals: int, code: int = sqlite3.SQLITE_BUSY
+) -> list[int]:
+    """Make the next `refusals` WAL switches fail at once with `code`.
+
+    SQLite does that to connections racing to switch a new file; the race itself
+    is left to chance in the test above, this makes it certain. The list returned
+    counts the refusals left.
+    """
+    left = [refusals]
+
+    class Refusing(sqlite3.Connection):
+        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+            if sql.startswith("PRAGMA journal_mode") and left[0]:
+                left[0] -= 1
+                error = sqlite3.OperationalError("database is locked")
+                error.sqlite_errorcode = code
+                raise error
+            return super().execute(sql, *args)
+
+    connect = sqlite3.connect
+    monkeypatch.setattr(
+        sqlite3, "connect", lambda *args, **kwargs: connect(*args, factory=Refusing, **kwargs)
+    )
+    return left
+
+
+def _count_runs(journal: SqliteJournal) -> int:
+    return int(journal._call(lambda conn: conn.execute("SELECT count(*) FROM runs").fetchone()[0]))
+
+
+def test_a_refused_wal_switch_is_tried_again(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refusals at once (busy or locked) are tried again until the switch goes through."""
+    left = _refusing_wal(monkeypatch, 5)
+    journal = SqliteJournal(path)
+    assert _count_runs(journal) == 0
+    assert left == [0]
+    journal.close()
+
+
+def test_a_wal_switch_refused_past_busy_timeout_fails(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock that never goes away fails once `busy_timeout` has passed, naming the file."""
+    _refusing_wal(monkeypatch, 10**9, code=sqlite3.SQLITE_LOCKED)
+    journal = SqliteJournal(path, busy_timeout=0.2)
+    started = time.monotonic()
+    with pytest.raises(JournalError, match=r"cannot use the journal at .*database is locked"):
+        _count_runs(journal)
+    assert 0.1 <= time.monotonic() - started < 10
+
+
+def test_a_wal_switch_failing_otherwise_is_not_tried_again(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error that is not a lock (here a damaged file) fails at the first try."""
+    left = _refusing_wal(monkeypatch, 3, code=sqlite3.SQLITE_CORRUPT)
+    with pytest.raises(JournalError, match="cannot use the journal"):
+        _count_runs(SqliteJournal(path))
+    assert left == [2]
 
 
 async def test_a_claim_waits_for_a_lock_held_elsewhere(path: Path) -> None:

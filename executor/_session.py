@@ -91,6 +91,11 @@ class ProcessSession(abc.ABC):
     input writes and never calls `_write_input` after `_close_input`.
     """
 
+    # Whether `_offer` lets the reader run after handing a chunk over. A backend
+    # whose own reading already lets the event loop in after each chunk of a
+    # flood sets it False, so a chunk does not pay for two trips.
+    _offer_yields = True
+
     def __init__(
         self,
         *,
@@ -333,6 +338,8 @@ class ProcessSession(abc.ABC):
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             # A reader that stopped (finalize, cancel, exit) no longer holds the output back.
             return None
+        if not self._offer_yields:
+            return None
         # ...and the reader runs before the next read: chunks consumed one by
         # one reuse memory that is still in the cache, where a backlog of
         # large chunks would not (measured: 0.6x the throughput).
@@ -367,6 +374,9 @@ class ProcessSession(abc.ABC):
 
 class LocalSession(ProcessSession):
     """A session of a process on this machine: pipes or a pty, and `ProcessRun`'s lifecycle."""
+
+    # ProcessRun's reader lets the loop in after each chunk that came without a wait.
+    _offer_yields = False
 
     def __init__(
         self,

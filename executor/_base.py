@@ -42,6 +42,7 @@ __all__ = [
     "file_failure",
     "names",
     "non_negative",
+    "report",
     "report_failure",
 ]
 
@@ -70,11 +71,16 @@ def failure_message(output: CommandOutput) -> str:
     return f"command exited with code {output.exit_code}"
 
 
+async def report(sink: Sink | None, output: CommandOutput) -> None:
+    """Hand every chunk of `output` to `sink` (if any), in order."""
+    if sink is not None:
+        for chunk in output.chunks:
+            await call_sink(sink, chunk)
+
+
 async def report_failure(sink: Sink | None, failure: CommandError) -> None:
     """Hand the output of a failure to `sink`: a sink sees every chunk, a failure's message too."""
-    if sink is not None:
-        for chunk in failure.output.chunks:
-            await call_sink(sink, chunk)
+    await report(sink, failure.output)
 
 
 async def file_failure(
@@ -139,9 +145,9 @@ class ToolExecutor(abc.ABC):
         try:
             output = await self.exec_cmd(cmd)
         except CommandError as error:
-            await _report(sink, error.output.chunks)
+            await report_failure(sink, error)
             raise
-        await _report(sink, output.chunks)
+        await report(sink, output)
         return output
 
     async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
@@ -219,11 +225,6 @@ class ToolExecutor(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-
-async def _report(sink: Sink, chunks: Iterable[Chunk]) -> None:
-    for chunk in chunks:
-        await call_sink(sink, chunk)
 
 
 DEFAULT_OUTPUT_LIMIT = 32 << 20

@@ -29,7 +29,14 @@ import anyio
 import attrs
 
 from executor import _docker_channel as _channel
-from executor._base import CommandRunner, LoadedFile, Sink, call_sink, file_failure
+from executor._base import (
+    CommandRunner,
+    LoadedFile,
+    Sink,
+    call_sink,
+    file_failure,
+    report_failure,
+)
 from executor._commands import (
     Command,
     ReadFile,
@@ -567,9 +574,9 @@ class DockerExecutor(CommandRunner):
             output = CommandOutput(
                 chunks=(Stderr(f"{message}\n".encode()),), exit_code=code, duration=duration
             )
-            if sink is not None:
-                await call_sink(sink, output.chunks[0])
-            raise NonZeroExit(message, output)
+            failure = NonZeroExit(message, output)
+            await report_failure(sink, failure)
+            raise failure
         if run.exit_code is None:
             raise ExecutorError("the helper ended while the command ran")
         return self._checked(run.buffer.output(exit_code=run.exit_code, duration=duration))

@@ -29,7 +29,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 
-from executor._base import LoadedFile, Sink, ToolExecutor, call_sink
+from executor._base import LoadedFile, Sink, ToolExecutor, report
 from executor._commands import Command, StrPath
 from executor._errors import (
     CommandError,
@@ -211,9 +211,8 @@ class KeyedExecutor(WrappedExecutor):
             self.replayed = True
             outcome = claim.entry.outcome
             assert outcome is not None
-            if sink is not None and outcome.output is not None:
-                for chunk in outcome.output.chunks:
-                    await call_sink(sink, chunk)
+            if outcome.output is not None:
+                await report(sink, outcome.output)
             return outcome.replay()
         self.replayed = False
         return await self._run(journal, claim, cmd, sink)

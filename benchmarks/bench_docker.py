@@ -35,7 +35,7 @@ import _harness as h
 import anyio
 
 from executor import Command, DockerExecutor
-from executor._docker_api import EngineClient, EngineError
+from executor._docker.api import EngineClient, EngineError
 
 IMAGE = os.environ.get("EXECUTOR_DOCKER_IMAGE", "executor-test/python")
 EXEC_TARGET = 0.75

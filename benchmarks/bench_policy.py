@@ -33,7 +33,7 @@ import _harness as h
 import anyio
 
 from executor import CheckedExecutor, Command, LocalExecutor, ToolExecutor
-from executor._rules import CommandRules, DangerousCommands
+from executor._policies.rules import CommandRules, DangerousCommands
 
 TARGET = 1.10
 ALLOW = ["true", "ls", "git status", "cd", "grep", "echo", "date"]

@@ -44,7 +44,7 @@ import _harness as h
 import anyio
 
 from executor import Command, ExecutorError, LocalExecutor, Sandbox
-from executor._sandbox import Backend
+from executor._local.sandbox import Backend
 
 TARGETS = {"bubblewrap": 0.005, "landlock": 0.001}
 Batch = h.Batch

@@ -43,7 +43,7 @@ from collections.abc import Callable
 import _harness as h
 import anyio
 
-from executor._files import iter_text_files, stream_text_files
+from executor._files.walk import iter_text_files, stream_text_files
 
 TARGET = 3.0
 FILES_PER_FOLDER = 40

@@ -47,7 +47,7 @@ from typing import Any
 import _harness as h
 import anyio
 
-import executor._process
+import executor._local.process
 from executor import Chunk, Command, LocalExecutor
 
 TARGET = 2.0
@@ -103,9 +103,11 @@ def _ours(backend: str, *, small_pipe: bool = False) -> Callable[[str, str], int
         total = 0
         if small_pipe:
             # As a non-root user runs it: the executor only enlarges pipes as root.
-            if not hasattr(executor._process, "_enlarge_pipes"):
-                raise RuntimeError("executor._process._enlarge_pipes is gone: update this side")
-            setattr(executor._process, "_enlarge_pipes", False)  # noqa: B010
+            if not hasattr(executor._local.process, "_enlarge_pipes"):
+                raise RuntimeError(
+                    "executor._local.process._enlarge_pipes is gone: update this side"
+                )
+            setattr(executor._local.process, "_enlarge_pipes", False)  # noqa: B010
 
         def sink(chunk: Chunk) -> None:
             nonlocal total

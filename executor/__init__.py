@@ -9,18 +9,9 @@ async with LocalExecutor("/srv/checkout", default_timeout=30) as ex:
 ```
 """
 
-from executor._args import (
-    BoundedInt,
-    GitRange,
-    GitRevision,
-    RestrictedUrl,
-    WorkspaceGlob,
-    WorkspacePath,
-)
-from executor._base import LoadedFile, Sink, ToolExecutor
-from executor._commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile
-from executor._docker import DockerExecutor
-from executor._errors import (
+from executor._core.base import LoadedFile, Sink, ToolExecutor
+from executor._core.commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile
+from executor._core.errors import (
     CommandError,
     ExecutorError,
     InvalidArgument,
@@ -28,7 +19,55 @@ from executor._errors import (
     PolicyDenied,
     TimedOut,
 )
-from executor._events import (
+from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
+from executor._core.session import ProcessSession, SessionChunk, WrappedSession
+from executor._core.wrappers import CheckedExecutor, ReadOnly, ScopedExecutor, WrappedExecutor
+from executor._docker.executor import DockerExecutor
+from executor._journal.journal import (
+    Claim,
+    IdempotencyKey,
+    Journal,
+    JournalEntry,
+    JournalError,
+    Outcome,
+    RunInterrupted,
+    SqliteJournal,
+)
+from executor._local.executor import LocalExecutor
+from executor._local.sandbox import Sandbox, SandboxSupport
+from executor._policies.idempotent import Idempotent, KeyedExecutor
+from executor._policies.observed import (
+    CommandCancelled,
+    CommandChunk,
+    CommandEvent,
+    CommandFinished,
+    CommandStarted,
+    Observed,
+    Observer,
+)
+from executor._policies.policies import (
+    Approval,
+    ApprovalRequest,
+    Approver,
+    Audit,
+    AuditEvent,
+    AuditRecord,
+    Secrets,
+    Verdict,
+    describe,
+)
+from executor._policies.rules import CommandRules, DangerousCommands, Finding, check_script
+from executor._shell.parser import ShellParseError, SimpleCommand, parse_command, parse_script
+from executor._ssh.executor import SshExecutor
+from executor._tools.args import (
+    BoundedInt,
+    GitRange,
+    GitRevision,
+    RestrictedUrl,
+    WorkspaceGlob,
+    WorkspacePath,
+)
+from executor._tools.events import (
     Bus,
     Envelope,
     EventSequencer,
@@ -40,45 +79,7 @@ from executor._events import (
     Topic,
     bridge,
 )
-from executor._idempotent import Idempotent, KeyedExecutor
-from executor._journal import (
-    Claim,
-    IdempotencyKey,
-    Journal,
-    JournalEntry,
-    JournalError,
-    Outcome,
-    RunInterrupted,
-    SqliteJournal,
-)
-from executor._local import LocalExecutor
-from executor._observed import (
-    CommandCancelled,
-    CommandChunk,
-    CommandEvent,
-    CommandFinished,
-    CommandStarted,
-    Observed,
-    Observer,
-)
-from executor._output import Chunk, CommandOutput, Stderr, Stdout
-from executor._policies import (
-    Approval,
-    ApprovalRequest,
-    Approver,
-    Audit,
-    AuditEvent,
-    AuditRecord,
-    Secrets,
-    Verdict,
-    describe,
-)
-from executor._rules import CommandRules, DangerousCommands, Finding, check_script
-from executor._sandbox import Sandbox, SandboxSupport
-from executor._session import ProcessSession, SessionChunk, WrappedSession
-from executor._shell import ShellParseError, SimpleCommand, parse_command, parse_script
-from executor._ssh import SshExecutor
-from executor._streaming import (
+from executor._tools.streaming import (
     Buffer,
     Bytes,
     ContextWindow,
@@ -103,8 +104,7 @@ from executor._streaming import (
     UnixSignal,
     Window,
 )
-from executor._tools import AgentContext, DefaultContext, Tool, ToolOutput, tool
-from executor._wrappers import CheckedExecutor, ReadOnly, ScopedExecutor, WrappedExecutor
+from executor._tools.tools import AgentContext, DefaultContext, Tool, ToolOutput, tool
 
 __version__ = "0.1.0"
 

@@ -1,5 +1,5 @@
-"""`python -m executor`: see `executor._cli`."""
+"""`python -m executor`: see `executor._cli.main`."""
 
-from executor._cli import main
+from executor._cli.main import main
 
 raise SystemExit(main())

@@ -29,13 +29,13 @@ from typing import TypeAlias
 import anyio
 import pytest
 
-from executor._base import LoadedFile, ToolExecutor
-from executor._commands import Command, ReadFile, StrPath, WriteFile
-from executor._errors import ExecutorError, NonZeroExit, PolicyDenied, TimedOut
-from executor._local import LocalExecutor
-from executor._output import Chunk, CommandOutput, Stderr, Stdout
-from executor._session import ProcessSession
-from executor._stdin import Bytes, Resize, Signal, Text, UnixSignal
+from executor._core.base import LoadedFile, ToolExecutor
+from executor._core.commands import Command, ReadFile, StrPath, WriteFile
+from executor._core.errors import ExecutorError, NonZeroExit, PolicyDenied, TimedOut
+from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
+from executor._core.session import ProcessSession
+from executor._core.stdin import Bytes, Resize, Signal, Text, UnixSignal
+from executor._local.executor import LocalExecutor
 
 __all__ = [
     "ExecutorContract",

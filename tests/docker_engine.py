@@ -18,8 +18,8 @@ import subprocess
 import anyio
 import pytest
 
-from executor._docker import LABEL_MANAGED, LABEL_OWNER, owner_label
-from executor._docker_api import EngineClient, EngineError
+from executor._docker.api import EngineClient, EngineError
+from executor._docker.executor import LABEL_MANAGED, LABEL_OWNER, owner_label
 
 PYTHON_IMAGE = os.environ.get("EXECUTOR_DOCKER_IMAGE", "executor-test/python")
 BUSYBOX_IMAGE = os.environ.get("EXECUTOR_DOCKER_BUSYBOX", "executor-test/busybox")

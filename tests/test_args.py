@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from executor._args import (
+from executor._core.errors import InvalidArgument
+from executor._tools.args import (
     BoundedInt,
     GitRange,
     GitRevision,
@@ -25,8 +26,7 @@ from executor._args import (
     WorkspaceGlob,
     WorkspacePath,
 )
-from executor._errors import InvalidArgument
-from executor._tools import ToolOutput, tool
+from executor._tools.tools import ToolOutput, tool
 
 
 class Lines(BoundedInt, minimum=1, maximum=10_000):
@@ -1010,7 +1010,7 @@ def test_pydantic_json_schema_shows_the_types() -> None:
 def test_package_does_not_import_pydantic() -> None:
     """Importing the validated types leaves pydantic unimported: it stays optional."""
     code = (
-        "import sys, executor._args\n"
+        "import sys, executor._tools.args\n"
         "assert 'pydantic' not in sys.modules and 'pydantic_core' not in sys.modules\n"
     )
     result = subprocess.run(

@@ -38,8 +38,8 @@ from executor import (
     NonZeroExit,
     PolicyDenied,
     ToolExecutor,
-    _confine,
 )
+from executor._local import confine as _confine
 from executor.testing import ExecutorContract
 
 pytestmark = pytest.mark.anyio

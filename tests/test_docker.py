@@ -37,7 +37,7 @@ from executor import (
     TimedOut,
     ToolExecutor,
 )
-from executor._docker import (
+from executor._docker.executor import (
     LABEL_MANAGED,
     LABEL_OWNER,
     DockerExecutor,
@@ -403,7 +403,7 @@ async def test_killed_owner_leaves_a_container_that_gc_removes(tmp_path: Path) -
     script = textwrap.dedent(
         f"""
         import anyio, sys
-        from executor._docker import DockerExecutor
+        from executor._docker.executor import DockerExecutor
         from executor import Command
 
         async def main():

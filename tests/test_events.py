@@ -13,8 +13,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from executor._errors import CommandError, PolicyDenied
-from executor._events import (
+from executor._core.errors import CommandError, PolicyDenied
+from executor._tools.events import (
     Envelope,
     EventSequencer,
     MemoryBus,

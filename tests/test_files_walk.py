@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from executor._base import LoadedFile
-from executor._errors import InvalidArgument
-from executor._files import (
+from executor._core.base import LoadedFile
+from executor._core.errors import InvalidArgument
+from executor._files.walk import (
     _BATCH_FILES_FIRST,
     _FIRST_READ,
     iter_text_files,
@@ -476,7 +476,7 @@ def test_what_replaced_a_listed_file_is_not_read(
 UNREADABLE_SCRIPT = textwrap.dedent(
     """
     import json, logging, os, sys
-    from executor._files import iter_text_files
+    from executor._files.walk import iter_text_files
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     if os.geteuid() == 0:

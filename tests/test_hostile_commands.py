@@ -51,9 +51,9 @@ from executor import (
     WrappedExecutor,
     WriteFile,
 )
-from executor._output import CommandOutput
-from executor._rules import CommandRules, DangerousCommands, check_script
-from executor._shell import ShellParseError, parse_command
+from executor._core.output import CommandOutput
+from executor._policies.rules import CommandRules, DangerousCommands, check_script
+from executor._shell.parser import ShellParseError, parse_command
 
 pytestmark = pytest.mark.anyio
 

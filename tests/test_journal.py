@@ -38,9 +38,9 @@ from executor import (
     TimedOut,
     ToolStreamError,
 )
-from executor._cli import main
-from executor._journal import decode_chunks, encode_chunks
-from executor._process import proc_stat
+from executor._cli.main import main
+from executor._journal.journal import decode_chunks, encode_chunks
+from executor._local.process import proc_stat
 
 LIMIT = 30.0
 

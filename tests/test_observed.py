@@ -11,7 +11,8 @@ import anyio.lowlevel
 import pytest
 
 from executor import Command, LocalExecutor, NonZeroExit, Text, TimedOut
-from executor._observed import (
+from executor._core.output import Chunk, Stderr, Stdout
+from executor._policies.observed import (
     CommandCancelled,
     CommandChunk,
     CommandEvent,
@@ -19,7 +20,6 @@ from executor._observed import (
     CommandStarted,
     Observed,
 )
-from executor._output import Chunk, Stderr, Stdout
 
 pytestmark = pytest.mark.anyio
 

@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from executor import Command, LocalExecutor, NonZeroExit, PolicyDenied, TimedOut, ToolExecutor
-from executor._output import Chunk, Stdout
-from executor._policies import (
+from executor._core.output import Chunk, Stdout
+from executor._policies.policies import (
     Approval,
     ApprovalRequest,
     Audit,

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from executor import Command, LocalExecutor, PolicyDenied, ScopedExecutor, ToolExecutor
-from executor._rules import RULES, CommandRules, DangerousCommands, Finding, check_script
-from executor._shell import (
+from executor._policies.rules import RULES, CommandRules, DangerousCommands, Finding, check_script
+from executor._shell.parser import (
     WRAPPERS,
     ShellParseError,
     SimpleCommand,

@@ -40,7 +40,7 @@ from executor import (
     ToolExecutor,
     UnixSignal,
 )
-from executor._sandbox import read_only_commands, setuid_problem
+from executor._local.sandbox import read_only_commands, setuid_problem
 from executor.testing import ExecutorContract, ReadOnlyContract, SessionContract
 
 pytestmark = pytest.mark.anyio

@@ -35,8 +35,8 @@ import pytest
 from test_sandbox import NPROC, ROOT, gone, processes_with, sandbox_for
 
 from executor import Command, CommandError, CommandOutput, ExecutorError, LocalExecutor, Sandbox
-from executor._process import proc_stat
-from executor._sandbox import Backend
+from executor._local.process import proc_stat
+from executor._local.sandbox import Backend
 
 pytestmark = pytest.mark.anyio
 

@@ -21,8 +21,8 @@ from executor import (
     Text,
     TimedOut,
 )
-from executor._observed import CommandCancelled, CommandEvent, CommandFinished, Observed
-from executor._output import Stderr, Stdout
+from executor._core.output import Stderr, Stdout
+from executor._policies.observed import CommandCancelled, CommandEvent, CommandFinished, Observed
 
 pytestmark = pytest.mark.anyio
 

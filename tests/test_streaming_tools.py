@@ -20,8 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from executor._errors import InvalidArgument, NonZeroExit, PolicyDenied
-from executor._events import (
+from executor._core.errors import InvalidArgument, NonZeroExit, PolicyDenied
+from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
+from executor._policies.policies import Verdict
+from executor._tools.events import (
     MemoryBus,
     ToolCancelled,
     ToolEvent,
@@ -29,9 +31,7 @@ from executor._events import (
     ToolStreamError,
     bridge,
 )
-from executor._output import Chunk, CommandOutput, Stderr, Stdout
-from executor._policies import Verdict
-from executor._streaming import (
+from executor._tools.streaming import (
     Buffer,
     Bytes,
     ContextWindow,

@@ -33,7 +33,7 @@ from executor import (
     WorkspacePath,
     WriteFile,
 )
-from executor._output import Chunk, OutputBuffer
+from executor._core.output import Chunk, OutputBuffer
 
 
 def test_public_names() -> None:

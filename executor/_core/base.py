@@ -1,0 +1,358 @@
+"""The `ToolExecutor` base class: a backend implements two methods and gets the rest."""
+
+from __future__ import annotations
+
+import abc
+import inspect
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeAlias, TypeVar
+
+import anyio
+import attrs
+
+from executor._core.commands import (
+    Command,
+    Env,
+    Exec,
+    ReadFile,
+    Shell,
+    StrPath,
+    WriteFile,
+    process_argv,
+    session_argv,
+)
+from executor._core.commands import _timeout as _timeout_seconds
+from executor._core.errors import CommandError, ExecutorError, NonZeroExit
+from executor._core.output import Chunk, CommandOutput, Stderr
+
+if TYPE_CHECKING:
+    from executor._core.session import ProcessSession
+    from executor._core.wrappers import ReadOnly, ScopedExecutor
+
+__all__ = [
+    "DEFAULT_OUTPUT_LIMIT",
+    "CommandRunner",
+    "LoadedFile",
+    "Sink",
+    "ToolExecutor",
+    "call_sink",
+    "failure_message",
+    "file_failure",
+    "names",
+    "non_negative",
+    "report",
+    "report_failure",
+]
+
+P = ParamSpec("P")
+W = TypeVar("W", bound="ToolExecutor")
+
+Sink: TypeAlias = Callable[[Chunk], Awaitable[None] | None]
+"""Called with each chunk as it is read: a plain function, or an async one that is awaited."""
+
+
+async def call_sink(sink: Sink, chunk: Chunk) -> None:
+    """Hand `chunk` to `sink`, awaiting it if it is async."""
+    result = sink(chunk)
+    if inspect.isawaitable(result):
+        await result
+
+
+def failure_message(output: CommandOutput) -> str:
+    """What a nonzero exit says: the code, or the signal that killed the command."""
+    if output.signal is not None:
+        try:
+            name = signal.Signals(output.signal).name
+        except ValueError:
+            name = f"signal {output.signal}"
+        return f"command was killed by {name}"
+    return f"command exited with code {output.exit_code}"
+
+
+async def report(sink: Sink | None, output: CommandOutput) -> None:
+    """Hand every chunk of `output` to `sink` (if any), in order."""
+    if sink is not None:
+        for chunk in output.chunks:
+            await call_sink(sink, chunk)
+
+
+async def report_failure(sink: Sink | None, failure: CommandError) -> None:
+    """Hand the output of a failure to `sink`: a sink sees every chunk, a failure's message too."""
+    await report(sink, failure.output)
+
+
+async def file_failure(
+    shown: str, reason: str | OSError, started: float, sink: Sink | None
+) -> NonZeroExit:
+    """The failure of a file operation on `shown`, its message on stderr, reported to `sink`.
+
+    `reason` is the words to give, or the error whose words they are.
+    """
+    if isinstance(reason, OSError):
+        reason = reason.strerror or str(reason)
+    message = f"{shown}: {reason}"
+    output = CommandOutput(
+        chunks=(Stderr(f"{message}\n".encode()),), duration=anyio.current_time() - started
+    )
+    failure = NonZeroExit(message, output)
+    await report_failure(sink, failure)
+    return failure
+
+
+@attrs.frozen
+class LoadedFile:
+    """A text file found by `stream_files`.
+
+    Attributes:
+        path: Absolute, or relative to the working directory (and scope) of the
+            executor that listed it, so it can be handed back to that executor.
+        content: The file's text, decoded as UTF-8 (invalid bytes replaced).
+
+    """
+
+    path: str
+    content: str
+
+
+class ToolExecutor(abc.ABC):
+    """Runs commands somewhere: a backend implements `exec_cmd` and `stream_files`.
+
+    Everything else has a default built on those two: streaming that reports
+    the chunks once the command is done, `scoped()`, `read_only()`, and an
+    `async with` block that calls `aclose()`.
+    """
+
+    @abc.abstractmethod
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Run `cmd` to the end and return its output.
+
+        Raises:
+            NonZeroExit: The command failed (or a file operation did).
+            TimedOut: It ran past its timeout; its process tree was killed.
+            ExecutorError: The executor failed or refused.
+
+        """
+
+    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
+        """Run `cmd`, handing each chunk to `sink` as it is read.
+
+        Returns and raises as `exec_cmd`. An exception raised by the sink stops
+        the command and propagates. This default runs `exec_cmd` and reports the
+        chunks when the command is done; backends that can stream override it.
+        """
+        try:
+            output = await self.exec_cmd(cmd)
+        except CommandError as error:
+            await report_failure(sink, error)
+            raise
+        await report(sink, output)
+        return output
+
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Check `cmd` and return a session for it, to enter: `async with await ex.start(cmd)`.
+
+        The process starts when the session is entered. With `pty=True` it
+        runs on a pseudo-terminal (its controlling terminal). This default
+        refuses; backends that run processes override it.
+
+        Raises:
+            PolicyDenied: A policy refused `cmd`.
+            ExecutorError: This executor cannot start sessions, or not this command.
+
+        """
+        raise ExecutorError(f"{type(self).__name__} cannot start sessions")
+
+    @abc.abstractmethod
+    def stream_files(
+        self, path: StrPath, extensions: Iterable[str] | None = None
+    ) -> AsyncIterator[LoadedFile]:
+        """Yield the text files below `path`, which is relative to the working directory.
+
+        Respects `.gitignore`, `.ignore` and `.git/info/exclude` as ripgrep
+        does, skips hidden entries and binary files, and follows no symlinks.
+
+        Args:
+            path: The folder to list.
+            extensions: Keep only these extensions (`"py"` or `".py"`); `None`
+                or empty keeps all.
+
+        """
+
+    @property
+    def enforces_read_only(self) -> bool:
+        """Whether the OS keeps this executor's commands from writing (a sandbox)."""
+        return False
+
+    def scoped(self, path: StrPath) -> ScopedExecutor:
+        """Return an executor whose commands run in `path`, relative to this one's."""
+        from executor._core.wrappers import ScopedExecutor
+
+        return ScopedExecutor(self, path)
+
+    def read_only(self) -> ReadOnly:
+        """Return an executor that refuses every command that could write."""
+        from executor._core.wrappers import ReadOnly
+
+        return ReadOnly(self)
+
+    def with_policy(
+        self,
+        policy: Callable[Concatenate[ToolExecutor, P], W],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> W:
+        """Wrap this executor in `policy(self, *args, **kwargs)`; chains read left to right.
+
+        ```python
+        ex = LocalExecutor(repo).with_policy(CommandRules, deny=["git push"]).scoped("src")
+        ```
+        """
+        return policy(self, *args, **kwargs)
+
+    async def aclose(self) -> None:  # noqa: B027 (most executors hold nothing)
+        """Release what the executor holds and end every process it started."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+DEFAULT_OUTPUT_LIMIT = 32 << 20
+"""Bytes of output a command keeps in memory unless told otherwise: a guard against floods."""
+
+
+def names(values: Iterable[str] | None) -> tuple[str, ...]:
+    """Variable names as given: one, several, or none (`None`)."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        return (values,)
+    return tuple(values)
+
+
+def _variables(values: Mapping[str, str] | None) -> Env:
+    return Env(values or {})
+
+
+def non_negative(_: object, attribute: attrs.Attribute[float], value: float) -> None:
+    """An attrs validator: `value` is zero or more."""
+    if not value >= 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+
+
+def _limit(_: object, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    if value is not None and value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0 or None, got {value!r}")
+
+
+@attrs.define(eq=False)
+class CommandRunner(ToolExecutor):
+    """A backend that runs commands itself (local, Docker, SSH): one dispatch for them all.
+
+    `exec_cmd` and `exec_cmd_streaming` check that the executor is open and
+    hand each kind of command to the subclass: shell and argv commands to
+    `_process` (as `process_argv` spells them), file reads and writes to
+    `_read_file` and `_write_file`; `_checked` turns a finished command's
+    exit into its error. It holds the options every backend takes (each
+    backend's docstring says what they mean there), and the subclass may
+    extend `_check_open` and `_killed_by_close`.
+    """
+
+    default_timeout: float | None = attrs.field(
+        default=None, kw_only=True, converter=_timeout_seconds
+    )
+    env_clear: bool = attrs.field(default=False, kw_only=True)
+    env_remove: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=names)
+    envs: Env = attrs.field(factory=Env, kw_only=True, converter=_variables)
+    output_limit: int | None = attrs.field(
+        default=DEFAULT_OUTPUT_LIMIT, kw_only=True, validator=_limit
+    )
+    kill_grace: float = attrs.field(default=1.0, kw_only=True, validator=non_negative)
+    drain_timeout: float = attrs.field(default=0.1, kw_only=True, validator=non_negative)
+    _closed: bool = attrs.field(init=False, default=False, repr=False)
+
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Run `cmd` to the end and return its output (see `ToolExecutor.exec_cmd`)."""
+        return await self._run(cmd, None)
+
+    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
+        """Run `cmd`, handing each chunk to `sink` as it is read."""
+        return await self._run(cmd, sink)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ExecutorError("the executor is closed")
+
+    def _session_argv(self, cmd: Command) -> tuple[str, ...]:
+        """The argv a session runs for `cmd` (see `session_argv`).
+
+        Raises:
+            ExecutorError: The executor is closed, or `cmd` is a file operation
+                or a `#!` script.
+
+        """
+        self._check_open()
+        match cmd:
+            case Shell() | Exec():
+                return session_argv(cmd)
+            case _:
+                kind = type(cmd).__name__
+                raise ExecutorError(f"{type(self).__name__} cannot start {kind} sessions")
+
+    def _checked(self, output: CommandOutput) -> CommandOutput:
+        """Return `output` of a finished command, or raise what its exit means."""
+        if output.exit_code:
+            if self._closed and self._killed_by_close(output):
+                raise ExecutorError("the executor was closed while the command ran", output)
+            raise NonZeroExit(failure_message(output), output)
+        return output
+
+    def _killed_by_close(self, output: CommandOutput) -> bool:
+        """Whether a failed command, ended after `aclose()`, was ended by it.
+
+        By default any failure then counts: a remote shell whose child was
+        killed first reports that as an exit code, not a signal.
+        """
+        return True
+
+    def _timeout(self, cmd: Command) -> float | None:
+        return cmd.timeout if cmd.timeout is not None else self.default_timeout
+
+    async def _run(self, cmd: Command, sink: Sink | None) -> CommandOutput:
+        self._check_open()
+        match cmd:
+            case Shell() | Exec():
+                argv, stdin = process_argv(cmd)
+                return await self._process(cmd, argv, stdin, sink)
+            case ReadFile():
+                return await self._read_file(cmd, sink)
+            case WriteFile():
+                return await self._write_file(cmd, sink)
+            case _:
+                raise ExecutorError(
+                    f"{type(self).__name__} cannot run {type(cmd).__name__} commands"
+                )
+
+    @abc.abstractmethod
+    async def _process(
+        self, cmd: Command, argv: tuple[str, ...], stdin: bytes | None, sink: Sink | None
+    ) -> CommandOutput:
+        """Run a shell or argv command, as `argv` with `stdin`."""
+
+    @abc.abstractmethod
+    async def _read_file(self, cmd: ReadFile, sink: Sink | None) -> CommandOutput:
+        """Read a file."""
+
+    @abc.abstractmethod
+    async def _write_file(self, cmd: WriteFile, sink: Sink | None) -> CommandOutput:
+        """Write a file."""

@@ -1,0 +1,1377 @@
+"""`DockerExecutor`: the executor contract inside a container, through the Docker Engine API.
+
+Commands run through the Engine API's exec endpoints (or an in-container
+helper, `helper.py`), files move through its archive endpoints; no
+`docker` CLI is involved, and no shell parses a path or sees a file's content.
+See `DockerExecutor` for what it guarantees.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import itertools
+import json
+import math
+import os
+import posixpath
+import socket
+import tarfile
+import tempfile
+import time
+import urllib.parse
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from typing import Any, Final, Self
+
+import anyio
+import attrs
+
+from executor._core.base import (
+    CommandRunner,
+    LoadedFile,
+    Sink,
+    call_sink,
+    file_failure,
+    report_failure,
+)
+from executor._core.commands import (
+    Command,
+    ReadFile,
+    StrPath,
+    WriteFile,
+)
+from executor._core.errors import CommandError, ExecutorError, NonZeroExit, TimedOut
+from executor._core.output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
+from executor._core.session import ProcessSession
+from executor._docker import channel as _channel
+from executor._docker.api import Connection, EngineClient, EngineError, _message
+from executor._docker.channel import Channel
+from executor._files.walk import normalise_extensions, stream_text_files
+from executor._local.process import proc_stat
+
+__all__ = [
+    "LABEL_KEEP",
+    "LABEL_MANAGED",
+    "LABEL_OWNER",
+    "DockerExecutor",
+    "DockerSession",
+    "collect_garbage",
+    "owner_label",
+]
+
+LABEL_MANAGED: Final = "io.executor.managed"
+"""Label on every container a `DockerExecutor` creates."""
+LABEL_OWNER: Final = "io.executor.owner"
+"""Label naming the process that created the container: `host:pid:start-time`."""
+LABEL_KEEP: Final = "io.executor.keep"
+"""Label on a container made with `keep=True`: `docker gc` leaves it (unless `--all`)."""
+# The variable every process of a command inherits: how the kill finds them.
+TREE_VARIABLE: Final = "EXECUTOR_DOCKER_TREE"
+
+# Keeps the container alive under its init; a TERM ends it at once.
+_KEEPALIVE = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
+# Runs each shell or argv command. It prints its pid (the process group: the
+# engine starts every exec in a session of its own) as the first line of
+# stderr, moves to the command's folder, runs the command as a child and
+# prints a marker with the exit code: the command's end is known at once,
+# even while a background process keeps the output open. Its traps keep it
+# alive through the TERM of a kill, so the marker still comes; the child
+# gets the default actions back, as POSIX resets caught signals on exec.
+_WRAPPER: Final = """n=$1 d=$2
+shift 2
+trap : HUP INT QUIT TERM
+printf '%s\\n' "$$" >&2
+if ! cd -- "$d" 2>/dev/null; then
+    printf 'cannot run in %s: No such file or directory\\n' "$d" >&2
+    [ -t 2 ] || printf '\\000%s 1\\n' "$n"
+    printf '\\000%s 1\\n' "$n" >&2
+    exit 1
+fi
+"$@"
+c=$?
+[ -t 2 ] || printf '\\000%s %s\\n' "$n" "$c"
+printf '\\000%s %s\\n' "$n" "$c" >&2
+exit $c
+"""
+# Kills a command's tree inside the container, as root: every process whose
+# environment holds the tree's variable (daemons that left the group
+# included), and the process group. SIGTERM, up to the grace (tenths of a
+# second), then SIGKILL until none is left.
+_KILLER: Final = """c=$1 g=$2 t=$3
+list() {
+    for d in /proc/[0-9]*; do
+        tr '\\000' '\\n' <"$d/environ" 2>/dev/null | grep -qF -e "$c" && echo "${d#/proc/}"
+    done
+}
+[ "$g" -gt 1 ] && kill -TERM -"$g" 2>/dev/null
+for p in $(list); do kill -TERM "$p" 2>/dev/null; done
+i=0
+while [ "$i" -lt "$t" ] && [ -n "$(list)" ]; do sleep 0.1; i=$((i + 1)); done
+[ "$g" -gt 1 ] && kill -KILL -"$g" 2>/dev/null
+i=0
+while [ "$i" -lt 50 ] && [ -n "$(list)" ]; do
+    for p in $(list); do kill -KILL "$p" 2>/dev/null; done
+    sleep 0.05
+    i=$((i + 1))
+done
+"""
+# Gives the staged file (and the folders made for it) to the command user,
+# then renames it over the target: paths are arguments, never script text.
+_RENAME: Final = """o=$1 s=$2 t=$3
+shift 3
+if [ -n "$o" ]; then chown -- "$o" "$s" "$@" || exit 1; fi
+exec mv -f -- "$s" "$t"
+"""
+# Go's os.FileMode bits, as the archive endpoint reports a path's mode.
+_MODE_DIR = 1 << 31
+_MODE_SYMLINK = 1 << 27
+_MODE_TYPE = (1 << 31) | (1 << 27) | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)
+_SYMLINK_HOPS = 40
+_STDIN_BLOCK = 1 << 16
+# After the exit code, how long to wait for the marker on stdout.
+_STDOUT_MARKER_WAIT = 5.0
+_READ_BLOCK = 1 << 16
+
+
+def _boot_start_time(pid: int) -> str:
+    # A pid alone is reused; its start time (clock ticks since boot) is not.
+    stat = proc_stat(pid)
+    return "0" if stat is None else str(stat.start)
+
+
+def owner_label(pid: int | None = None) -> str:
+    """The owner label for process `pid` (this one by default): `host:pid:start-time`."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_boot_start_time(pid)}"
+
+
+def _owner_alive(label: str) -> bool | None:
+    """Whether the process the label names still runs; `None` when it is on another host."""
+    host, _, rest = label.partition(":")
+    pid_text, _, started = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return None
+    pid = int(pid_text)
+    return os.path.exists(f"/proc/{pid}") and _boot_start_time(pid) == started
+
+
+def _absolute_workdir(value: str) -> str:
+    if not isinstance(value, str) or not value.startswith("/"):
+        raise ValueError(f"workdir must be an absolute path inside the container, got {value!r}")
+    return posixpath.normpath(value)
+
+
+def _host_path(value: StrPath | None) -> str | None:
+    return None if value is None else os.path.abspath(os.fspath(value))
+
+
+def _non_negative(_: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
+    if value is not None and not value >= 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+
+
+def _memory(value: int | str | None) -> int | None:
+    if value is None or isinstance(value, int):
+        if value is not None and value <= 0:
+            raise ValueError(f"memory must be a positive number of bytes, got {value!r}")
+        return value
+    text = value.strip().lower()
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    try:
+        if text and text[-1] in units:
+            return int(float(text[:-1]) * units[text[-1]])
+        return int(text)
+    except ValueError:
+        raise ValueError(f"memory must be bytes or like '512m' or '2g', got {value!r}") from None
+
+
+@attrs.define(eq=False)
+class DockerExecutor(CommandRunner):
+    """Runs commands in a Docker container, through the Engine API (`pip install executor[docker]`).
+
+    Give an `image` to start a new container, or `container` (a name or id)
+    to use one that runs already. A new container runs under an init that
+    reaps orphans (`docker run --init`), with network `none` unless told
+    otherwise, the given memory, CPU and pids limits, `user`, and `workdir`
+    (created if missing), and labels that mark it as ours (`LABEL_MANAGED`,
+    and `LABEL_OWNER` naming this process, for `python -m executor docker
+    gc`). It starts at the first command or on `async with`, and
+    `aclose()` removes it (unless `keep=True`). A used container is never
+    removed; `aclose()` kills what our commands left running in it.
+
+    Shell, argv and `#!` commands run as exec processes. Each runs under a
+    small `/bin/sh` wrapper (the image needs one) that reports its process
+    group and exit code, so a command ends when its process does even while
+    a background child holds the output. Every process of a command
+    inherits a variable that marks its tree; on timeout, cancellation or a
+    failing sink the tree is killed inside the container (SIGTERM to the
+    group and every marked process, `kill_grace`, SIGKILL), found again by
+    that mark even when a daemon left the group.
+
+    Files go through the archive endpoints, never a shell: exact bytes,
+    parents created, an existing file's mode kept, and the new content
+    written beside the target and renamed over it (one `mv` exec, argv only)
+    so a reader never sees half a file. `stream_files` reads a tar stream of
+    the folder and applies the same ignore, hidden and binary rules as
+    `LocalExecutor`, with the ignore files inside the listed folder.
+
+    The engine is the one `DOCKER_HOST` names (unix socket, `tcp://`, or
+    `ssh://` through `docker system dial-stdio`), or `docker_host`.
+
+    Args:
+        image: Image for a new container.
+        container: Name or id of a running container to use instead.
+        workdir: Where commands start, inside the container.
+        user: User (name or `uid[:gid]`) commands run as; default the image's.
+        network: Network mode for a new container.
+        memory: Memory limit of a new container, in bytes or like `"512m"`.
+        cpus: CPU limit of a new container, in CPUs (`1.5`).
+        pids_limit: Most processes a new container may hold.
+        mount: A host folder bound at `workdir` in a new container.
+        mount_read_only: Bind `mount` read-only.
+        copy_in: A host folder whose contents are copied into `workdir` at start.
+        labels: More labels for a new container.
+        keep: Leave a new container in place at `aclose()`.
+        docker_host: The engine's address; default `DOCKER_HOST`.
+        default_timeout: Seconds for commands without a timeout of their own.
+        env_clear: Start commands from an empty environment, not the container's.
+        env_remove: Variables to drop (after `env_clear`).
+        envs: Variables to set (after `env_remove`).
+        output_limit: Bytes of output kept in memory per command (head and tail).
+        kill_grace: Seconds between SIGTERM and SIGKILL when a tree is killed.
+        drain_timeout: After a command exits, how long to go on reading while a
+            background process still holds its output.
+        helper: Run shell and argv commands through the in-container helper
+            (one long-lived `python` exec that starts them itself, a few ms
+            each instead of an engine exec's tens): `True` requires it,
+            `False` never uses it, `None` (the default) uses it where the
+            image has `python`.
+        python: The Python that runs the helper inside the container.
+
+    """
+
+    image: str | None = None
+    container: str | None = attrs.field(default=None, kw_only=True)
+    workdir: str = attrs.field(default="/workspace", kw_only=True, converter=_absolute_workdir)
+    user: str | None = attrs.field(default=None, kw_only=True)
+    network: str = attrs.field(default="none", kw_only=True)
+    memory: int | None = attrs.field(default=None, kw_only=True, converter=_memory)
+    cpus: float | None = attrs.field(default=None, kw_only=True, validator=_non_negative)
+    pids_limit: int | None = attrs.field(default=None, kw_only=True, validator=_non_negative)
+    mount: str | None = attrs.field(default=None, kw_only=True, converter=_host_path)
+    mount_read_only: bool = attrs.field(default=False, kw_only=True)
+    copy_in: str | None = attrs.field(default=None, kw_only=True, converter=_host_path)
+    labels: Mapping[str, str] = attrs.field(factory=dict, kw_only=True)
+    keep: bool = attrs.field(default=False, kw_only=True)
+    docker_host: str | None = attrs.field(default=None, kw_only=True)
+    helper: bool | None = attrs.field(default=None, kw_only=True)
+    python: str = attrs.field(default="python3", kw_only=True)
+    _id: str = attrs.field(init=False, factory=lambda: uuid.uuid4().hex[:16], repr=False)
+    _serial: itertools.count[int] = attrs.field(init=False, factory=itertools.count, repr=False)
+    _api: EngineClient | None = attrs.field(init=False, default=None, repr=False)
+    _container_id: str | None = attrs.field(init=False, default=None, repr=False)
+    _created: bool = attrs.field(init=False, default=False, repr=False)
+    _lock: anyio.Lock | None = attrs.field(init=False, default=None, repr=False)
+    _base_env: dict[str, str] | None = attrs.field(init=False, default=None, repr=False)
+    _owner_ids: tuple[int, int] | None = attrs.field(init=False, default=None, repr=False)
+    _channel: Channel | None = attrs.field(init=False, default=None, repr=False)
+    _helper_tried: bool = attrs.field(init=False, default=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if (self.image is None) == (self.container is None):
+            raise ValueError("give either image (a new container) or container (a running one)")
+        if self.container is not None and (
+            self.mount or self.copy_in or self.memory or self.cpus or self.pids_limit
+        ):
+            raise ValueError("mount, copy_in and limits apply to a new container, not `container`")
+        if self.mount is not None and self.copy_in is not None:
+            raise ValueError("give mount or copy_in, not both")
+        # A malformed engine address is the caller's error: say so at once.
+        self._api = EngineClient(self.docker_host)
+
+    def __repr__(self) -> str:
+        if self.image is not None:
+            return f"DockerExecutor({self.image!r})"
+        return f"DockerExecutor(container={self.container!r})"
+
+    @property
+    def container_id(self) -> str | None:
+        """The container's id, once it runs."""
+        return self._container_id
+
+    # --- lifecycle -----------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        await self._ensure()
+        return self
+
+    async def _ensure(self) -> tuple[EngineClient, str]:
+        if self._closed:
+            raise ExecutorError("the executor is closed")
+        api = self._api
+        assert api is not None
+        if self._container_id is not None:
+            return api, self._container_id
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            if self._closed:
+                raise ExecutorError("the executor is closed")
+            if self._container_id is None:
+                self._container_id = await self._open_container(api)
+        return api, self._container_id
+
+    async def _open_container(self, api: EngineClient) -> str:
+        if self.container is not None:
+            info = await api.request_json("GET", f"/containers/{_quote(self.container)}/json")
+            if not info["State"]["Running"]:
+                raise ExecutorError(f"container {self.container} is not running")
+            container_id = str(info["Id"])
+            if self.workdir != info["Config"].get("WorkingDir"):
+                # A workdir of our own in a shared container: made if missing.
+                await self._plain_exec(
+                    api, container_id, ["mkdir", "-p", "--", self.workdir], user=self.user
+                )
+            return container_id
+        host_config: dict[str, Any] = {"Init": True, "NetworkMode": self.network}
+        if self.memory is not None:
+            host_config["Memory"] = self.memory
+        if self.cpus is not None:
+            host_config["NanoCpus"] = int(self.cpus * 1e9)
+        if self.pids_limit is not None:
+            host_config["PidsLimit"] = self.pids_limit
+        if self.mount is not None:
+            suffix = ":ro" if self.mount_read_only else ""
+            host_config["Binds"] = [f"{self.mount}:{self.workdir}{suffix}"]
+        config: dict[str, Any] = {
+            "Image": self.image,
+            "Entrypoint": ["/bin/sh", "-c", _KEEPALIVE],
+            "Cmd": [],
+            "WorkingDir": self.workdir,
+            "Labels": {
+                **self.labels,
+                LABEL_MANAGED: "1",
+                LABEL_OWNER: owner_label(),
+                **({LABEL_KEEP: "1"} if self.keep else {}),
+            },
+            "HostConfig": host_config,
+            "NetworkDisabled": self.network == "none",
+        }
+        if self.user is not None:
+            config["User"] = self.user
+        created = await api.request_json("POST", "/containers/create", json_body=config)
+        container_id = str(created["Id"])
+        self._created = True
+        self._container_id = container_id
+        try:
+            await api.request("POST", f"/containers/{container_id}/start")
+            if self.user is not None and self.mount is None:
+                # The engine makes a missing workdir as root: hand it to the user.
+                await self._plain_exec(api, container_id, ["chown", self.user, self.workdir])
+            if self.copy_in is not None:
+                archive = await anyio.to_thread.run_sync(_tar_folder, self.copy_in)
+                await api.request(
+                    "PUT",
+                    f"/containers/{container_id}/archive",
+                    query={"path": self.workdir, "copyUIDGID": self.user is not None},
+                    body=archive,
+                    content_type="application/x-tar",
+                )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._remove(api, container_id)
+            self._container_id = None
+            raise
+        return container_id
+
+    async def _remove(self, api: EngineClient, container_id: str) -> None:
+        with contextlib.suppress(EngineError):
+            await api.request(
+                "DELETE",
+                f"/containers/{container_id}",
+                query={"force": True, "v": True},
+                ok=(200, 204, 404),
+            )
+
+    async def aclose(self) -> None:
+        """Remove the container (kill what our commands left in a used one); refuse new commands."""
+        self._closed = True
+        api, container_id = self._api, self._container_id
+        if api is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                if self._channel is not None:
+                    # The helper kills every tree it started when its input ends.
+                    await self._channel.aclose()
+                if container_id is not None:
+                    if self._created and not self.keep:
+                        await self._remove(api, container_id)
+                    else:
+                        with contextlib.suppress(CommandError):
+                            await self._kill(api, container_id, f"{TREE_VARIABLE}={self._id}/", 0)
+            finally:
+                await api.aclose()
+
+    # --- commands ------------------------------------------------------------
+
+    def resolve(self, cmd: Command, path: StrPath | None = None) -> str:
+        """The absolute folder `cmd` runs in inside the container, or `path` resolved against it."""
+        directory = self.workdir
+        if cmd.current_dir is not None:
+            directory = posixpath.join(directory, cmd.current_dir)
+        if path is not None:
+            directory = posixpath.join(directory, os.fspath(path))
+        return posixpath.normpath(directory)
+
+    async def _env_request(
+        self, api: EngineClient, container_id: str, cmd: Command, mark: str
+    ) -> tuple[dict[str, str], bool]:
+        """The command's variables, and whether they replace the container's environment."""
+        if not (self.env_clear or self.env_remove or cmd.env_remove):
+            # Only additions: they win over the container's variables.
+            return {**self.envs, **cmd.env, TREE_VARIABLE: mark}, False
+        # Removals need the whole environment: taken once from the container.
+        base = {} if self.env_clear else dict(await self._container_env(api, container_id))
+        for name in self.env_remove:
+            base.pop(name, None)
+        base.update(self.envs)
+        env = cmd.environment_over(base)
+        env[TREE_VARIABLE] = mark
+        return env, True
+
+    async def _environment(
+        self, api: EngineClient, container_id: str, cmd: Command, argv: tuple[str, ...], mark: str
+    ) -> tuple[list[str], tuple[str, ...]]:
+        """The exec's `Env` and the argv that applies the command's environment."""
+        env, replace = await self._env_request(api, container_id, cmd, mark)
+        if not replace:
+            return [f"{k}={v}" for k, v in env.items()], argv
+        # `env -i` applies the whole environment, the variables passed as argv.
+        assignments = [f"{k}={v}" for k, v in env.items()]
+        return [f"{TREE_VARIABLE}={mark}"], ("env", "-i", "--", *assignments, *argv)
+
+    async def _container_env(self, api: EngineClient, container_id: str) -> dict[str, str]:
+        if self._base_env is None:
+            data = await self._plain_exec(
+                api, container_id, ["cat", "/proc/self/environ"], user=self.user
+            )
+            pairs = (item.partition("=") for item in data.decode().split("\0") if item)
+            self._base_env = {name: value for name, _, value in pairs}
+        return self._base_env
+
+    async def _prepare(
+        self, cmd: Command, argv: tuple[str, ...], *, stdin: bool, tty: bool
+    ) -> tuple[EngineClient, str, _Prepared]:
+        """The exec for `argv` under the wrapper: its config, tree mark and marker nonce."""
+        api, container_id = await self._ensure()
+        mark = f"{self._id}/{next(self._serial)}."
+        env, argv = await self._environment(api, container_id, cmd, argv, mark)
+        nonce = uuid.uuid4().hex
+        config: dict[str, Any] = {
+            "AttachStdin": stdin,
+            "AttachStdout": True,
+            "AttachStderr": True,
+            "Tty": tty,
+            "Env": env,
+            "Cmd": ["/bin/sh", "-c", _WRAPPER, "sh", nonce, self.resolve(cmd), *argv],
+        }
+        if self.user is not None:
+            config["User"] = self.user
+        return api, container_id, _Prepared(config, f"{TREE_VARIABLE}={mark}", nonce.encode())
+
+    async def _start_exec(
+        self, api: EngineClient, container_id: str, prepared: _Prepared, run: _ExecRun
+    ) -> Connection:
+        run.exec_id = await api.create_exec(container_id, prepared.config)
+        return await api.attach_exec(run.exec_id, tty=prepared.config["Tty"])
+
+    async def _exit_code(self, api: EngineClient, run: _ExecRun) -> int:
+        if run.exit_code is not None:
+            return run.exit_code
+        # No marker: the wrapper itself was killed. The engine knows how it ended.
+        info = await api.request_json("GET", f"/exec/{run.exec_id}/json")
+        return int(info.get("ExitCode") or 0)
+
+    async def _helper_channel(self) -> Channel | None:
+        """The helper, started at the first command; `None` where it is not used."""
+        if self.helper is False:
+            return None
+        if self._channel is not None and not self._channel.closed:
+            return self._channel
+        if self._helper_tried and self.helper is None:
+            return None
+        api, container_id = await self._ensure()
+        assert self._lock is not None
+        async with self._lock:
+            if self._channel is not None and not self._channel.closed:
+                return self._channel
+            self._helper_tried = True
+            try:
+                self._channel = await Channel.open(
+                    api, container_id, user=self.user, python=self.python
+                )
+            except ExecutorError:
+                if self.helper:
+                    raise
+                return None
+        return self._channel
+
+    async def _process(
+        self, cmd: Command, argv: tuple[str, ...], stdin: bytes | None, sink: Sink | None
+    ) -> CommandOutput:
+        channel = await self._helper_channel()
+        if channel is not None:
+            return await self._process_helper(channel, cmd, argv, stdin, sink)
+        return await self._process_exec(cmd, argv, stdin, sink)
+
+    async def _process_helper(
+        self,
+        channel: Channel,
+        cmd: Command,
+        argv: tuple[str, ...],
+        stdin: bytes | None,
+        sink: Sink | None,
+    ) -> CommandOutput:
+        started = anyio.current_time()
+        timeout = self._timeout(cmd)
+        api, container_id = await self._ensure()
+        mark = f"{self._id}/{next(self._serial)}."
+        env, replace = await self._env_request(api, container_id, cmd, mark)
+        ident = channel.new_id()
+        run = _HelperRun(channel, ident, OutputBuffer(self.output_limit), sink)
+        request = {
+            "argv": list(argv),
+            "cwd": self.resolve(cmd),
+            "env": env,
+            "replace": replace,
+            "stdin": stdin is not None,
+            "mark": f"{TREE_VARIABLE}={mark}",
+        }
+        finished = False
+        try:
+            with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
+                await channel.send_json(_channel.START, ident, request)
+                await run.communicate(stdin, self.drain_timeout)
+                finished = True
+        finally:
+            with anyio.CancelScope(shield=True):
+                if not finished and not channel.closed:
+                    # Timeout, cancellation or a failing sink: the tree dies first.
+                    with contextlib.suppress(ExecutorError):
+                        await run.kill(self.kill_grace)
+                with contextlib.suppress(ExecutorError):
+                    await channel.send(_channel.RELEASE, ident)
+                channel.forget(ident)
+        duration = anyio.current_time() - started
+        if deadline.cancelled_caught:
+            assert timeout is not None
+            raise TimedOut(timeout, run.buffer.output(exit_code=None, duration=duration))
+        if run.failure is not None:
+            code, message = run.failure
+            output = CommandOutput(
+                chunks=(Stderr(f"{message}\n".encode()),), exit_code=code, duration=duration
+            )
+            failure = NonZeroExit(message, output)
+            await report_failure(sink, failure)
+            raise failure
+        if run.exit_code is None:
+            raise ExecutorError("the helper ended while the command ran")
+        return self._checked(run.buffer.output(exit_code=run.exit_code, duration=duration))
+
+    async def _process_exec(
+        self, cmd: Command, argv: tuple[str, ...], stdin: bytes | None, sink: Sink | None
+    ) -> CommandOutput:
+        started = anyio.current_time()
+        timeout = self._timeout(cmd)
+        api, container_id, prepared = await self._prepare(
+            cmd, argv, stdin=stdin is not None, tty=False
+        )
+        run = _ExecRun(prepared.nonce, OutputBuffer(self.output_limit), sink, self.drain_timeout)
+        finished = False
+        try:
+            with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
+                conn = await self._start_exec(api, container_id, prepared, run)
+                try:
+                    await run.communicate(conn, stdin)
+                finally:
+                    await conn.aclose()
+                finished = True
+        finally:
+            if not finished and run.exec_id is not None:
+                # Timeout, cancellation or a failing sink: the tree dies first.
+                with anyio.CancelScope(shield=True):
+                    with contextlib.suppress(CommandError, OSError):
+                        await self._kill(api, container_id, prepared.mark, run.pid or 0)
+        duration = anyio.current_time() - started
+        if deadline.cancelled_caught:
+            assert timeout is not None
+            raise TimedOut(timeout, run.buffer.output(exit_code=None, duration=duration))
+        exit_code = await self._exit_code(api, run)
+        return self._checked(run.buffer.output(exit_code=exit_code, duration=duration))
+
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Return a session for a shell or argv command: `async with await ex.start(cmd)`.
+
+        The exec starts when the session is entered, in the folder and
+        environment `exec_cmd` would use, with the command's timeout (or
+        `default_timeout`), attached through one upgraded connection: stdin
+        goes up it, output comes down it. With `pty=True` the exec gets a
+        terminal (`Tty`), and `Resize` resizes it through the engine.
+        `Signal` goes to the command's process group inside the container;
+        `cancel()` and leaving the block kill its whole tree there.
+
+        Raises:
+            ExecutorError: The executor is closed, the command is a file
+                operation, or a `#!` script (its body is the interpreter's stdin).
+
+        """
+        argv = self._session_argv(cmd)
+        return DockerSession(self, cmd, argv, pty=pty)
+
+    async def _plain_exec(
+        self,
+        api: EngineClient,
+        container_id: str,
+        argv: list[str],
+        *,
+        user: str | None = "0",
+    ) -> bytes:
+        """Run `argv` (no wrapper) and return its stdout; raise with its stderr on failure."""
+        config: dict[str, Any] = {"AttachStdout": True, "AttachStderr": True, "Cmd": argv}
+        if user is not None:
+            config["User"] = user
+        exec_id = await api.create_exec(container_id, config)
+        conn = await api.attach_exec(exec_id, tty=False)
+        out, err = bytearray(), bytearray()
+        try:
+            async for kind, data in _frames(conn):
+                (err if kind == 2 else out).extend(data)
+        finally:
+            await conn.aclose()
+        info = await api.request_json("GET", f"/exec/{exec_id}/json")
+        code = int(info.get("ExitCode") or 0)
+        if code:
+            message = err.decode("utf-8", "replace").strip() or f"exit code {code}"
+            raise ExecutorError(f"{argv[0]} in the container failed: {message}")
+        return bytes(out)
+
+    async def _kill(
+        self,
+        api: EngineClient,
+        container_id: str,
+        mark: str,
+        group: int,
+        *,
+        grace: float | None = None,
+    ) -> None:
+        grace = self.kill_grace if grace is None else grace
+        tenths = str(max(0, math.ceil(grace * 10)))
+        await self._plain_exec(
+            api, container_id, ["/bin/sh", "-c", _KILLER, "sh", mark, str(group), tenths]
+        )
+
+    # --- files ---------------------------------------------------------------
+
+    async def _stat(self, api: EngineClient, container_id: str, path: str) -> dict[str, Any] | None:
+        """The archive endpoint's stat of `path` (not following a last symlink), or `None`."""
+        response, _ = await api.request(
+            "HEAD",
+            f"/containers/{container_id}/archive",
+            query={"path": path},
+            ok=(200, 404, 500),
+        )
+        if response.status == 404:
+            return None
+        if response.status != 200:
+            # A HEAD reply has no body to say why: ask again for the message.
+            _, body = await api.request(
+                "GET",
+                f"/containers/{container_id}/archive",
+                query={"path": path},
+                ok=(200, 404),
+            )
+            raise EngineError(f"Docker engine: {_message(body)}", response.status)
+        header = response.headers.get("x-docker-container-path-stat")
+        if not header:
+            return None
+        info: dict[str, Any] = json.loads(base64.b64decode(header))
+        return info
+
+    async def _read_file(self, cmd: ReadFile, sink: Sink | None) -> CommandOutput:
+        started = anyio.current_time()
+        try:
+            return await self._read_file_at(cmd, sink, started)
+        except EngineError as error:
+            if not error.status:
+                raise
+            raise await file_failure(cmd.path, _reason(error), started, sink) from error
+
+    async def _read_file_at(
+        self, cmd: ReadFile, sink: Sink | None, started: float
+    ) -> CommandOutput:
+        api, container_id = await self._ensure()
+        timeout = self._timeout(cmd)
+        buffer = OutputBuffer(self.output_limit)
+        path = self.resolve(cmd, cmd.path)
+        with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
+            for _ in range(_SYMLINK_HOPS):
+                info = await self._stat(api, container_id, path)
+                if info is None:
+                    raise await file_failure(cmd.path, "No such file or directory", started, sink)
+                mode = int(info.get("mode", 0))
+                if mode & _MODE_SYMLINK:
+                    target = str(info.get("linkTarget") or "")
+                    path = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+                    continue
+                if mode & _MODE_DIR:
+                    raise await file_failure(cmd.path, "Is a directory", started, sink)
+                if mode & _MODE_TYPE:
+                    raise await file_failure(cmd.path, "not a regular file", started, sink)
+                break
+            else:
+                raise await file_failure(
+                    cmd.path, "Too many levels of symbolic links", started, sink
+                )
+            async with api.stream(
+                "GET", f"/containers/{container_id}/archive", query={"path": path}
+            ) as response:
+                async for data in _tar_member(response.iter_bytes()):
+                    chunk = Stdout(data)
+                    buffer.append(chunk)
+                    if sink is not None:
+                        await call_sink(sink, chunk)
+        output = buffer.output(exit_code=None, duration=anyio.current_time() - started)
+        if deadline.cancelled_caught:
+            assert timeout is not None
+            raise TimedOut(timeout, output)
+        return output
+
+    async def _write_file(self, cmd: WriteFile, sink: Sink | None) -> CommandOutput:
+        # Not abandoned on timeout: a write reported as failed must not land later.
+        started = anyio.current_time()
+        try:
+            return await self._write_file_at(cmd, sink, started)
+        except EngineError as error:
+            if not error.status:
+                raise
+            raise await file_failure(cmd.path, _reason(error), started, sink) from error
+
+    async def _write_file_at(
+        self, cmd: WriteFile, sink: Sink | None, started: float
+    ) -> CommandOutput:
+        api, container_id = await self._ensure()
+        path = self.resolve(cmd, cmd.path)
+        directory, name = posixpath.split(path)
+        if not name or name in (".", "..") or cmd.path.endswith("/"):
+            raise await file_failure(cmd.path, "Is a directory", started, sink)
+        existing = await self._stat(api, container_id, path)
+        mode = 0o644
+        if existing is not None:
+            kind = int(existing.get("mode", 0))
+            if kind & _MODE_DIR:
+                raise await file_failure(cmd.path, "Is a directory", started, sink)
+            if not kind & _MODE_TYPE:
+                mode = kind & 0o7777
+        uid, gid = await self._owner(api, container_id)
+        # The deepest folder that exists receives the archive; the missing
+        # folders below it come in the archive, so the engine creates them.
+        base = directory
+        missing: list[str] = []
+        while True:
+            info = await self._stat(api, container_id, base)
+            if info is not None:
+                if not int(info.get("mode", 0)) & _MODE_DIR:
+                    raise await file_failure(cmd.path, "Not a directory", started, sink)
+                break
+            base, part = posixpath.split(base)
+            missing.insert(0, part)
+        temporary = f".{name[:32]}.{uuid.uuid4().hex[:12]}.tmp"
+        archive = _tar_file(missing, temporary, cmd.content, mode)
+        try:
+            await api.request(
+                "PUT",
+                f"/containers/{container_id}/archive",
+                query={"path": base},
+                body=archive,
+                content_type="application/x-tar",
+            )
+        except EngineError as error:
+            raise await file_failure(cmd.path, _reason(error), started, sink) from error
+        staged = posixpath.join(directory, temporary)
+        # The engine unpacks as root; the new folders and the file go to the
+        # user, then the rename makes the new content appear all at once.
+        created = [posixpath.join(base, *missing[: i + 1]) for i in range(len(missing))]
+        owner = f"{uid}:{gid}" if (uid, gid) != (0, 0) else ""
+        argv = ["/bin/sh", "-c", _RENAME, "sh", owner, staged, path, *created]
+        try:
+            await self._plain_exec(api, container_id, argv)
+        except ExecutorError as error:
+            with contextlib.suppress(ExecutorError):
+                await self._plain_exec(api, container_id, ["rm", "-f", "--", staged])
+            raise await file_failure(cmd.path, error.message, started, sink) from error
+        return CommandOutput(duration=anyio.current_time() - started)
+
+    async def _owner(self, api: EngineClient, container_id: str) -> tuple[int, int]:
+        """The uid and gid files are written as: the command user's (root by default)."""
+        if self._owner_ids is None:
+            if self.user is None:
+                self._owner_ids = (0, 0)
+            else:
+                uid = await self._plain_exec(api, container_id, ["id", "-u"], user=self.user)
+                gid = await self._plain_exec(api, container_id, ["id", "-g"], user=self.user)
+                self._owner_ids = (int(uid), int(gid))
+        return self._owner_ids
+
+    async def stream_files(
+        self, path: StrPath, extensions: Iterable[str] | None = None
+    ) -> AsyncIterator[LoadedFile]:
+        """Yield the text files below `path` (relative to `workdir`); see `ToolExecutor`.
+
+        The folder comes out of the container as one tar stream, unpacked
+        (folders and regular files only) into a private temporary folder,
+        where the local walker applies its rules. Ignore files above the
+        listed folder are not consulted.
+        """
+        api, container_id = await self._ensure()
+        raw = os.fspath(path)
+        display = posixpath.normpath(raw)
+        if display == ".":
+            display = ""
+        wanted = normalise_extensions(extensions)
+        source = self.resolve(Command.shell(":"), raw)
+        info = await self._stat(api, container_id, source)
+        if info is None:
+            raise FileNotFoundError(f"no such folder: {raw}")
+        mode = int(info.get("mode", 0))
+        if mode & _MODE_SYMLINK:
+            return
+        with tempfile.TemporaryDirectory(prefix="executor-docker-") as scratch:
+            async with api.stream(
+                "GET", f"/containers/{container_id}/archive", query={"path": source}
+            ) as response:
+                await _unpack(response.iter_bytes(), scratch)
+            name = posixpath.basename(source) or "root"
+            unpacked = os.path.join(scratch, name)
+            if not mode & _MODE_DIR:
+                if mode & _MODE_TYPE or not os.path.isfile(unpacked):  # noqa: ASYNC240 (scratch)
+                    return
+                async for loaded in stream_text_files(unpacked, display, extensions=wanted):
+                    yield loaded
+                return
+            fd = os.open(unpacked, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                async for loaded in stream_text_files(fd, display, extensions=wanted):
+                    yield loaded
+            finally:
+                os.close(fd)
+
+
+def _reason(error: EngineError) -> str:
+    """The OS's words for an archive failure, without the engine's host-side paths."""
+    message = error.message.removeprefix("Docker engine: ")
+    for words in ("Not a directory", "No such file or directory", "Permission denied"):
+        if words.lower() in message.lower():
+            return words
+    if "read-only file system" in message.lower():
+        return "Read-only file system"
+    return message
+
+
+def _quote(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+@attrs.frozen
+class _Prepared:
+    config: dict[str, Any]
+    mark: str
+    nonce: bytes
+
+
+class DockerSession(ProcessSession):
+    """A session of an exec in the container, attached through one upgraded connection."""
+
+    def __init__(
+        self, executor: DockerExecutor, cmd: Command, argv: tuple[str, ...], *, pty: bool
+    ) -> None:
+        super().__init__(pty=pty, initial_stdin=cmd.stdin, finish=executor._checked)
+        self._executor = executor
+        self._cmd = cmd
+        self._argv = argv
+        self._api: EngineClient | None = None
+        self._container_id = ""
+        self._prepared: _Prepared | None = None
+        self._conn: Connection | None = None
+        self._state: _ExecRun | None = None
+
+    async def _begin(self) -> None:
+        executor = self._executor
+        api, container_id, prepared = await executor._prepare(
+            self._cmd, self._argv, stdin=True, tty=self.pty
+        )
+        self._api, self._container_id, self._prepared = api, container_id, prepared
+        run = _ExecRun(
+            prepared.nonce,
+            OutputBuffer(executor.output_limit),
+            self._offer,
+            executor.drain_timeout,
+            tty=self.pty,
+        )
+        self._state = run
+        self._conn = await executor._start_exec(api, container_id, prepared, run)
+
+    async def _run(self) -> CommandOutput:
+        run, conn, api = self._state, self._conn, self._api
+        assert run is not None
+        assert conn is not None
+        assert api is not None
+        started = anyio.current_time()
+        timeout = self._executor._timeout(self._cmd)
+        with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
+            await run.communicate(conn, None)
+        duration = anyio.current_time() - started
+        if deadline.cancelled_caught:
+            assert timeout is not None
+            with anyio.CancelScope(shield=True):
+                await self._terminate()
+            raise TimedOut(timeout, run.buffer.output(exit_code=None, duration=duration))
+        exit_code = await self._executor._exit_code(api, run)
+        return run.buffer.output(exit_code=exit_code, duration=duration)
+
+    async def _write_input(self, data: bytes) -> None:
+        conn = self._conn
+        if conn is None:
+            raise ExecutorError("the session's stdin is closed")
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await conn.send(data)
+
+    async def _close_input(self) -> None:
+        # On a terminal the base typed Ctrl-D; closing the connection's writing
+        # half would make the engine hang up the terminal, output and all.
+        if self._conn is not None and not self.pty:
+            await self._conn.send_eof()
+
+    async def _signal(self, signal: int) -> None:
+        run, api = self._state, self._api
+        if run is None or api is None:
+            return
+        # Stdout and stderr are two pipes: the command's first output can come
+        # before the wrapper's pid line on stderr.
+        with anyio.move_on_after(5):
+            await run.pid_known.wait()
+        if not run.pid or run.exit_code is not None:
+            return
+        with contextlib.suppress(CommandError):
+            await self._executor._plain_exec(
+                api, self._container_id, ["kill", f"-{signal}", f"-{run.pid}"]
+            )
+
+    async def _resize(self, cols: int, rows: int) -> None:
+        run, api = self._state, self._api
+        if run is None or api is None or run.exec_id is None:
+            raise ExecutorError("the session's terminal is closed")
+        with contextlib.suppress(EngineError):
+            await api.request("POST", f"/exec/{run.exec_id}/resize", query={"h": rows, "w": cols})
+
+    async def _terminate(self, grace: float | None = None) -> None:
+        run, api, prepared = self._state, self._api, self._prepared
+        if run is None or api is None or prepared is None:
+            return
+        with contextlib.suppress(CommandError, OSError):
+            await self._executor._kill(
+                api, self._container_id, prepared.mark, run.pid or 0, grace=grace
+            )
+
+    async def _release(self) -> None:
+        if self._conn is not None:
+            await self._conn.aclose()
+
+
+class _HelperRun:
+    """One command on the helper: its events, to the end of its output."""
+
+    def __init__(
+        self, channel: Channel, ident: int, buffer: OutputBuffer, sink: Sink | None
+    ) -> None:
+        self.channel = channel
+        self.ident = ident
+        self.buffer = buffer
+        self.sink = sink
+        self.exit_code: int | None = None
+        self.failure: tuple[int, str] | None = None
+        self._closed = False
+
+    async def communicate(self, stdin: bytes | None, drain_timeout: float) -> None:
+        """Read until the exit and the end of the output (or the drain), writing `stdin`."""
+        kind, payload = await self.channel.next(self.ident)
+        if kind == _channel.FAILED:
+            info = json.loads(payload)
+            self.failure = (int(info["code"]), str(info["message"]))
+            return
+        if stdin is None:
+            await self._read(drain_timeout)
+            return
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._write_stdin, stdin)
+            try:
+                await self._read(drain_timeout)
+            except Exception as error:
+                # Raised as it is, not inside an exception group (a sink's own error).
+                failure = error
+            tasks.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    async def _write_stdin(self, data: bytes) -> None:
+        view = memoryview(data)
+        with contextlib.suppress(ExecutorError):
+            for start in range(0, len(data), _STDIN_BLOCK):
+                await self.channel.send(
+                    _channel.STDIN, self.ident, bytes(view[start : start + _STDIN_BLOCK])
+                )
+            await self.channel.send(_channel.EOF, self.ident)
+
+    async def _read(self, drain_timeout: float) -> None:
+        while self.exit_code is None:
+            await self._event(await self.channel.next(self.ident))
+        # The command is done; a background child may still hold the output.
+        with anyio.move_on_after(drain_timeout):
+            while not self._closed:
+                await self._event(await self.channel.next(self.ident))
+
+    async def _event(self, event: tuple[int, bytes]) -> None:
+        kind, payload = event
+        if kind == _channel.OUT:
+            await self._emit(Stdout(payload))
+        elif kind == _channel.ERR:
+            await self._emit(Stderr(payload))
+        elif kind == _channel.EXIT:
+            self.exit_code = int(payload)
+        elif kind == _channel.CLOSED:
+            self._closed = True
+
+    async def _emit(self, chunk: Chunk) -> None:
+        self.buffer.append(chunk)
+        if self.sink is not None:
+            await call_sink(self.sink, chunk)
+
+    async def kill(self, grace: float) -> None:
+        """Kill the command's tree through the helper and wait until it says none is left."""
+        await self.channel.send_json(_channel.KILL, self.ident, {"grace": grace})
+        with anyio.move_on_after(grace + 10):
+            while True:
+                kind, _ = await self.channel.next(self.ident)
+                if kind == _channel.KILLED:
+                    return
+
+
+class _ExecRun:
+    """Reads one exec's multiplexed output: its pid line, its chunks, its exit marker."""
+
+    def __init__(
+        self,
+        nonce: bytes,
+        buffer: OutputBuffer,
+        sink: Sink | None,
+        drain_timeout: float,
+        *,
+        tty: bool = False,
+    ) -> None:
+        self.marker = b"\0" + nonce + b" "
+        # On a terminal the wrapper's lines come with the output, as \r\n.
+        self.tty = tty
+        self._control = 1 if tty else 2
+        self.buffer = buffer
+        self.sink = sink
+        self.drain_timeout = drain_timeout
+        self.exec_id: str | None = None
+        self.pid: int | None = None
+        self.exit_code: int | None = None
+        # Set once the wrapper's pid line is read (or the output ended without one).
+        self.pid_known = anyio.Event()
+        self._head = b""
+        self._pending: dict[int, bytes] = {}
+        # The streams whose marker has come.
+        self._seen: set[int] = set()
+
+    async def communicate(self, conn: Connection, stdin: bytes | None) -> None:
+        """Write `stdin` (then end it) while reading, until the exit marker and a drain."""
+        if stdin is None:
+            await self._read(conn)
+            return
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_write_stdin, conn, stdin)
+            try:
+                await self._read(conn)
+            except Exception as error:
+                # Raised as it is, not inside an exception group (a sink's own error).
+                failure = error
+            # The command is done: input it did not read is not waited for.
+            tasks.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    async def _read(self, conn: Connection) -> None:
+        frames = _raw(conn) if self.tty else _frames(conn)
+        try:
+            async for kind, data in frames:
+                await self._take(kind, data)
+                if self.exit_code is not None:
+                    break
+            if self.exit_code is not None and not self.tty and 1 not in self._seen:
+                # Stdout is a pipe of its own: what the command wrote there
+                # before it ended comes before the marker the wrapper wrote
+                # there after it, however the engine interleaves the pipes.
+                with anyio.move_on_after(_STDOUT_MARKER_WAIT):
+                    async for kind, data in frames:
+                        await self._take(kind, data)
+                        if 1 in self._seen:
+                            break
+            if self.exit_code is not None:
+                # The command is done; a background child may still hold the
+                # output. What it prints within the drain period is kept.
+                with anyio.move_on_after(self.drain_timeout):
+                    async for kind, data in frames:
+                        await self._take(kind, data)
+        finally:
+            await frames.aclose()
+        self.pid_known.set()
+        for kind, pending in self._pending.items():
+            await self._emit(Stdout(pending) if kind == 1 else Stderr(pending))
+        self._pending.clear()
+
+    async def _take(self, kind: int, data: bytes) -> None:
+        if kind == self._control and self.pid is None:
+            self._head += data
+            line, newline, rest = self._head.partition(b"\n")
+            if not newline:
+                return
+            line = line.strip()
+            self.pid = int(line) if line.isdigit() else 0
+            self.pid_known.set()
+            self._head = b""
+            data = rest
+            if not data:
+                return
+        if kind in self._seen or kind not in (1, 2):
+            await self._emit(Stdout(data) if kind == 1 else Stderr(data))
+            return
+        data = self._pending.pop(kind, b"") + data
+        found = data.find(self.marker)
+        if found >= 0:
+            end = data.find(b"\n", found)
+            if end < 0:
+                self._pending[kind] = data
+                return
+            before, code, after = (
+                data[:found],
+                data[found + len(self.marker) : end],
+                data[end + 1 :],
+            )
+            await self._emit(Stdout(before) if kind == 1 else Stderr(before))
+            self._seen.add(kind)
+            if kind == self._control:
+                code = code.strip()
+                self.exit_code = int(code) if code.isdigit() else 1
+            await self._emit(Stdout(after) if kind == 1 else Stderr(after))
+            return
+        # Hold back a tail that could be the start of the marker.
+        keep = 0
+        for size in range(min(len(self.marker), len(data)), 0, -1):
+            if self.marker.startswith(data[-size:]):
+                keep = size
+                break
+        if keep:
+            self._pending[kind] = data[-keep:]
+            data = data[:-keep]
+        await self._emit(Stdout(data) if kind == 1 else Stderr(data))
+
+    async def _emit(self, chunk: Chunk) -> None:
+        if not chunk.data:
+            return
+        self.buffer.append(chunk)
+        if self.sink is not None:
+            await call_sink(self.sink, chunk)
+
+
+async def _write_stdin(conn: Connection, data: bytes) -> None:
+    view = memoryview(data)
+    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        for start in range(0, len(data), _STDIN_BLOCK):
+            await conn.send(bytes(view[start : start + _STDIN_BLOCK]))
+    await conn.send_eof()
+
+
+async def _raw(conn: Connection) -> AsyncGenerator[tuple[int, bytes], None]:
+    """A terminal exec's output: one stream, no frames."""
+    while data := await conn.receive():
+        yield 1, data
+
+
+async def _frames(conn: Connection) -> AsyncGenerator[tuple[int, bytes], None]:
+    """The (stream, data) frames of a multiplexed exec stream, until it ends."""
+    while True:
+        header = await conn.receive_exactly(8)
+        if len(header) < 8:
+            return
+        size = int.from_bytes(header[4:8], "big")
+        data = await conn.receive_exactly(size)
+        if data:
+            yield header[0], data
+        if len(data) < size:
+            return
+
+
+async def _tar_member(pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The content of the first member of a tar stream, piece by piece."""
+    buffer = bytearray()
+    size: int | None = None
+    async for piece in pieces:
+        if size is None:
+            buffer += piece
+            while size is None and len(buffer) >= 512:
+                header = tarfile.TarInfo.frombuf(bytes(buffer[:512]), "utf-8", "surrogateescape")
+                del buffer[:512]
+                if header.type in (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.GNUTYPE_LONGNAME):
+                    # An extended header before the member: skip its padded body.
+                    skip = -(-header.size // 512) * 512
+                    while len(buffer) < skip:
+                        more = await anext(pieces, None)
+                        if more is None:
+                            return
+                        buffer += more
+                    del buffer[:skip]
+                    continue
+                size = header.size
+            if size is None:
+                continue
+            piece = bytes(buffer)
+            buffer.clear()
+        if size <= 0:
+            continue
+        data = piece[:size]
+        size -= len(data)
+        if data:
+            yield data
+    return
+
+
+def _tar_file(folders: list[str], name: str, content: bytes, mode: int) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        prefix = ""
+        now = time.time()
+        for folder in folders:
+            prefix = f"{prefix}{folder}/"
+            info = tarfile.TarInfo(prefix.rstrip("/"))
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o755
+            info.mtime = now
+            tar.addfile(info)
+        info = tarfile.TarInfo(f"{prefix}{name}")
+        info.size = len(content)
+        info.mode = mode
+        info.mtime = now
+        tar.addfile(info, io.BytesIO(content))
+    return out.getvalue()
+
+
+def _tar_folder(folder: str) -> bytes:
+    if not os.path.isdir(folder):
+        raise ExecutorError(f"copy_in: {folder} is not a folder")
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for entry in sorted(os.listdir(folder)):
+            tar.add(os.path.join(folder, entry), arcname=entry)
+    return out.getvalue()
+
+
+async def _unpack(pieces: AsyncIterator[bytes], destination: str) -> None:
+    """Unpack a tar stream into `destination`: folders and regular files only."""
+    send, receive = anyio.create_memory_object_stream[bytes | None](4)
+
+    class _Reader(io.RawIOBase):
+        def __init__(self) -> None:
+            self._rest = b""
+            self.ended = False
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, target: Any) -> int:
+            while not self._rest:
+                if self.ended:
+                    return 0
+                piece = anyio.from_thread.run(receive.receive)
+                if piece is None:
+                    self.ended = True
+                    return 0
+                self._rest = piece
+            size = min(len(target), len(self._rest))
+            target[:size] = self._rest[:size]
+            self._rest = self._rest[size:]
+            return size
+
+    def extract() -> None:
+        reader = _Reader()
+        with tarfile.open(fileobj=io.BufferedReader(reader), mode="r|") as tar:
+            for member in tar:
+                if member.isdir() or member.isreg():
+                    tar.extract(member, destination, set_attrs=False, filter="data")
+        # Drain what follows the archive's end, so the feeder is never stuck.
+        while reader.readinto(bytearray(_READ_BLOCK)):
+            pass
+
+    async def feed() -> None:
+        async with send:
+            async for piece in pieces:
+                await send.send(piece)
+            await send.send(None)
+
+    with receive:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(feed)
+            await anyio.to_thread.run_sync(extract)
+
+
+async def collect_garbage(docker_host: str | None = None, *, everything: bool = False) -> list[str]:
+    """Remove containers labelled as ours whose owner process is gone.
+
+    Args:
+        docker_host: The engine's address; default `DOCKER_HOST`.
+        everything: Remove every container labelled as ours, owner alive or not
+            (also those made on other hosts, whose owner cannot be checked, and
+            those made with `keep=True`, which are otherwise left).
+
+    Returns:
+        The ids of the containers removed.
+
+    """
+    api = EngineClient(docker_host)
+    removed: list[str] = []
+    try:
+        containers = await api.request_json(
+            "GET",
+            "/containers/json",
+            query={"all": True, "filters": {"label": [LABEL_MANAGED]}},
+        )
+        for container in containers:
+            labels = container.get("Labels") or {}
+            owner = str(labels.get(LABEL_OWNER, ""))
+            if not everything and (LABEL_KEEP in labels or _owner_alive(owner) is not False):
+                continue
+            await api.request(
+                "DELETE",
+                f"/containers/{container['Id']}",
+                query={"force": True, "v": True},
+                ok=(200, 204, 404),
+            )
+            removed.append(str(container["Id"]))
+    finally:
+        await api.aclose()
+    return removed

@@ -1,0 +1,175 @@
+"""Linux system calls the standard library lacks, through ctypes.
+
+Standard library only: the sandbox server (`executor._local.sandbox_server`) runs
+in a bare interpreter and loads this file by its path, so nothing here may
+import the package. Landlock (`executor._local.landlock`) uses it too.
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import os
+import socket
+from typing import Final
+
+__all__ = [
+    "check",
+    "drop_capabilities",
+    "libc",
+    "mount",
+    "prctl",
+    "read_text",
+    "receive",
+    "setns",
+    "unshare",
+]
+
+CLONE_NEWNS: Final = 0x00020000
+CLONE_NEWCGROUP: Final = 0x02000000
+CLONE_NEWUTS: Final = 0x04000000
+CLONE_NEWIPC: Final = 0x08000000
+CLONE_NEWUSER: Final = 0x10000000
+CLONE_NEWPID: Final = 0x20000000
+CLONE_NEWNET: Final = 0x40000000
+MS_RDONLY: Final = 1
+MS_NOSUID: Final = 2
+MS_NODEV: Final = 4
+MS_NOEXEC: Final = 8
+MS_REMOUNT: Final = 32
+MS_BIND: Final = 4096
+MS_REC: Final = 1 << 14
+MS_PRIVATE: Final = 1 << 18
+PR_SET_PDEATHSIG: Final = 1
+PR_SET_DUMPABLE: Final = 4
+PR_CAPBSET_DROP: Final = 24
+PR_SET_SECUREBITS: Final = 28
+PR_SET_NO_NEW_PRIVS: Final = 38
+PR_CAP_AMBIENT: Final = 47
+PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
+# NOROOT, NO_SETUID_FIXUP and KEEP_CAPS, each with its lock: uid 0 gains no
+# capability by exec, and the setting cannot be undone.
+SECUREBITS_LOCKED_ROOT: Final = 0b111111
+_CAPABILITY_VERSION_3: Final = 0x20080522
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+libc.prctl.restype = ctypes.c_int
+
+
+def check(result: int, what: str) -> int:
+    """`result`, unless it says the call failed: then the errno as an `OSError` naming `what`."""
+    if result < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+    return result
+
+
+def prctl(option: int, value: int, what: str) -> None:
+    """`prctl(option, value, 0, 0, 0)`.
+
+    Raises:
+        OSError: It failed.
+
+    """
+    zero = ctypes.c_ulong(0)
+    check(libc.prctl(option, ctypes.c_ulong(value), zero, zero, zero), what)
+
+
+def unshare(flags: int) -> None:
+    """Leave the namespaces `flags` names for new ones.
+
+    Raises:
+        OSError: It failed.
+
+    """
+    check(libc.unshare(flags), "unshare")
+
+
+def setns(fd: int, kind: int) -> None:
+    """Enter the namespace `fd` refers to.
+
+    Raises:
+        OSError: It failed.
+
+    """
+    check(libc.setns(fd, kind), "setns")
+
+
+def mount(source: str | None, target: str, kind: str | None, flags: int, data: str | None) -> None:
+    """Mount `source` on `target` (mount(2)).
+
+    Raises:
+        OSError: It failed.
+
+    """
+    check(
+        libc.mount(
+            None if source is None else source.encode(),
+            target.encode(),
+            None if kind is None else kind.encode(),
+            ctypes.c_ulong(flags),
+            None if data is None else data.encode(),
+        ),
+        f"mount {target}",
+    )
+
+
+def read_text(path: str) -> str | None:
+    """The text of a small file (a /proc or /sys setting), stripped; None if unreadable."""
+    try:
+        with open(path) as file:
+            return file.read().strip()
+    except OSError:
+        return None
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    )
+
+
+def drop_capabilities(*, lock_root: bool = False) -> None:
+    """Leave the calling thread (and what it starts) without any capability.
+
+    The bounding set is emptied too, so no exec gives one back. With
+    `lock_root`, the securebits are set and locked first, so that uid 0
+    gains none by exec either (for a thread that stays uid 0 in the host's
+    user namespace).
+
+    Raises:
+        OSError: A step failed.
+
+    """
+    if lock_root:
+        prctl(PR_SET_SECUREBITS, SECUREBITS_LOCKED_ROOT, "prctl(PR_SET_SECUREBITS)")
+    last = int(read_text("/proc/sys/kernel/cap_last_cap") or "40")
+    for capability in range(last + 1):
+        prctl(PR_CAPBSET_DROP, capability, "prctl(PR_CAPBSET_DROP)")
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, "prctl(PR_CAP_AMBIENT)")
+    header = _CapHeader(version=_CAPABILITY_VERSION_3, pid=0)
+    data = (_CapData * 2)()
+    check(libc.capset(ctypes.byref(header), data), "capset")
+
+
+def receive(sock: socket.socket, size: int, max_fds: int) -> tuple[bytes, list[int]]:
+    """One message of at most `size` bytes from `sock`, and the descriptors it carried.
+
+    The descriptors are close-on-exec as they arrive: no program started
+    meanwhile inherits one.
+    """
+    fds = array.array("i")
+    data, ancillary, _, _ = sock.recvmsg(
+        size, socket.CMSG_LEN(max_fds * fds.itemsize), socket.MSG_CMSG_CLOEXEC
+    )
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    return data, list(fds)

@@ -1,0 +1,990 @@
+"""`SshExecutor`: commands on a remote host over one multiplexed SSH connection.
+
+Each command is a channel of its own on one connection (opened at the first
+command, opened again when it has dropped); files go over SFTP on the same
+connection. The remote side needs a POSIX login shell for the user, and for
+killing trees Linux's `/proc`, `awk` and a `grep` with `-z` (GNU or BusyBox).
+
+How a command runs there: sshd starts the user's login shell with a line
+this module writes, in a new session and process group (sshd calls
+`setsid()` for every command). The line exports a tag,
+`EXECUTOR_PROCESS_TREE=OWNER_PID:EXECUTOR_ID/N`, that every process the
+command starts inherits, changes to the command's folder, applies its
+environment and `exec`s the program, so the login shell becomes it.
+OpenSSH ignores the signal requests of the SSH protocol, so a timeout, a
+cancellation or a failing sink kills the tree through a second channel:
+a short `sh` script there finds every process whose environment carries the
+tag (`grep -z` over `/proc/*/environ`) and their descendants (by parent
+links), sends SIGTERM to them and to the process groups they lead, waits
+out the grace period, and sends SIGKILL to what is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import math
+import os
+import posixpath
+import re
+import shlex
+import signal
+import stat
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import anyio
+import attrs
+import sniffio
+
+from executor._core.base import (
+    CommandRunner,
+    LoadedFile,
+    Sink,
+    call_sink,
+    file_failure,
+    non_negative,
+)
+from executor._core.commands import (
+    Command,
+    ReadFile,
+    StrPath,
+    WriteFile,
+)
+from executor._core.errors import ExecutorError, TimedOut
+from executor._core.output import CommandOutput, OutputBuffer, Stdout
+from executor._files.walk import normalise_extensions
+from executor._local.process import TREE_VARIABLE, run_to_completion
+
+if TYPE_CHECKING:
+    import asyncssh
+
+    from executor._core.session import ProcessSession
+    from executor._ssh.remote import CommandChannel, HostKeyWitness
+
+__all__ = ["SshExecutor"]
+
+_T = TypeVar("_T")
+
+_INSTALL_HINT: Final = "SshExecutor needs asyncssh: pip install 'executor[ssh]'"
+# Channels of the connection that commands never take: the SFTP subsystem and
+# the channel that kills trees (OpenSSH counts both against MaxSessions).
+_RESERVED_CHANNELS: Final = 2
+# A channel refused at the server's MaxSessions is asked for again this many
+# times, after 10 ms, 20 ms, ... (2.1 s in all).
+_CHANNEL_RETRIES: Final = 20
+_CHANNEL_RETRY_DELAY: Final = 0.01
+# The codes of those refusals: OPEN_ADMINISTRATIVELY_PROHIBITED, OPEN_CONNECT_FAILED.
+_REFUSED_AT_LIMIT: Final = frozenset({1, 2})
+# Seconds a kill, a signal or the close of the connection may take beyond
+# the grace period before the executor stops waiting for the peer.
+_REMOTE_SLACK: Final = 5.0
+# read_file reads this much per request.
+_FILE_BLOCK: Final = 1 << 18
+# How often the kill script looks for survivors during the grace period.
+_KILL_POLL: Final = 0.02
+# How many times a kill looks again for a command that has only just started.
+_SETTLE_POLLS: Final = 25
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# Run as `sh -c KILL sh PATTERN POLLS SETTLE`: end every process whose environment
+# has an entry matching PATTERN (a basic regex), every descendant of those
+# (also one that dropped the variable and left the group and the session),
+# and every process group one of them leads. TERM (and CONT, so stopped ones
+# act on it), up to POLLS polls of the grace period, then KILL until none is
+# left. Zombies are dead already. Only builtins run per process; grep and
+# awk run once per look. With nothing found, it looks again up to SETTLE
+# times first: a command that has just started carries the tag only once
+# the login shell has run its line and exec'd the program.
+_KILL_SCRIPT: Final = r"""
+find_tree() {
+  tagged=$(grep -lz -e "$1" /proc/[0-9]*/environ 2>/dev/null)
+  [ -n "$tagged" ] || return 0
+  {
+    echo "$tagged"
+    echo --
+    for f in /proc/[0-9]*/stat; do
+      { read -r s < "$f"; } 2>/dev/null || continue
+      p=${f#/proc/}; p=${p%/stat}
+      set -- ${s##*) }
+      [ "$1" = Z ] || echo "$p $2 $3"
+    done
+  } | awk '
+    !sep && $0 == "--" { sep = 1; next }
+    !sep { sub("^/proc/", ""); sub("/environ$", ""); tag[$0] = 1; next }
+    { parent[$1] = $2; group[$1] = $3 }
+    END {
+      for (p in tag) if (p in parent) found[p] = 1
+      do {
+        added = 0
+        for (p in parent) if (!(p in found) && (parent[p] in found)) { found[p] = 1; added = 1 }
+      } while (added)
+      for (p in found) { print p; if (group[p] == p) print "-" p }
+    }'
+}
+t=$(find_tree "$1")
+i=0
+while [ -z "$t" ] && [ "$i" -lt "$3" ]; do
+  sleep 0.02
+  t=$(find_tree "$1")
+  i=$((i + 1))
+done
+[ -n "$t" ] || exit 0
+kill -s TERM -- $t 2>/dev/null
+kill -s CONT -- $t 2>/dev/null
+i=0
+while [ "$i" -lt "$2" ]; do
+  sleep 0.02
+  t=$(find_tree "$1")
+  [ -n "$t" ] || exit 0
+  i=$((i + 1))
+done
+i=0
+while [ "$i" -lt 100 ]; do
+  t=$(find_tree "$1")
+  [ -n "$t" ] || exit 0
+  kill -s KILL -- $t 2>/dev/null
+  sleep 0.01
+  i=$((i + 1))
+done
+echo "processes survived SIGKILL: $t" >&2
+exit 1
+"""
+
+# Run as `sh -c SIGNAL sh PATTERN NAME`: send signal NAME to the process group
+# of the oldest live process whose environment matches PATTERN. That is the
+# command's first process, which sshd made a session and group leader; its
+# group is the command's, as a terminal's keys reach it.
+_SIGNAL_SCRIPT: Final = r"""
+pattern=$1 name=$2 oldest= group=
+for f in $(grep -lz -e "$pattern" /proc/[0-9]*/environ 2>/dev/null); do
+  p=${f#/proc/}; p=${p%/environ}
+  { read -r s < "/proc/$p/stat"; } 2>/dev/null || continue
+  set -- ${s##*) }
+  [ "$1" = Z ] && continue
+  if [ -z "$oldest" ] || [ "${20}" -lt "$oldest" ]; then oldest=${20} group=$3; fi
+done
+[ -z "$group" ] || kill -s "$name" -- "-$group" 2>/dev/null
+exit 0
+"""
+
+# SFTP status codes (RFC draft-ietf-secsh-filexfer-02) as the OS errors they stand for.
+_SFTP_ERRNO: Final = {2: errno.ENOENT, 3: errno.EACCES}
+
+
+def _remote_path(value: StrPath) -> str:
+    path = os.fspath(value)
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise ValueError(f"a remote path must be a non-empty str without NUL, got {path!r}")
+    return path
+
+
+def _keys(values: Iterable[StrPath] | None) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    if isinstance(values, str | os.PathLike):
+        values = (values,)
+    return tuple(os.path.expanduser(os.fspath(value)) for value in values)
+
+
+def _expanded(value: StrPath) -> str:
+    return os.path.expanduser(os.fspath(value))
+
+
+def _optional_path(value: StrPath | None) -> str | None:
+    return None if value is None else _expanded(value)
+
+
+def _port(_: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if not 0 < value < 65536:
+        raise ValueError(f"port must be 1..65535, got {value!r}")
+
+
+def _sessions(_: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value <= _RESERVED_CHANNELS:
+        raise ValueError(
+            f"max_sessions must be > {_RESERVED_CHANNELS} (SFTP and kills take one each), "
+            f"got {value!r}"
+        )
+
+
+@attrs.define(eq=False)
+class SshExecutor(CommandRunner):
+    """Runs commands on a remote host over one SSH connection (`executor[ssh]`, asyncssh).
+
+    The connection opens at the first command and is reused: every command
+    is a channel of its own on it, and up to `max_sessions - 2` run at once
+    (OpenSSH's `MaxSessions`, 10 by default, counts the SFTP channel and the
+    one that kills trees too); more wait for a free channel. Keepalives
+    notice a dead connection; one that dropped between commands is opened
+    again at the next command (a command that was running when it dropped
+    fails with `ExecutorError`; it is not run again).
+
+    Host keys are checked against `known_hosts` (`~/.ssh/known_hosts` by
+    default): an unknown or changed key refuses the connection with an
+    `ExecutorError` naming the key's fingerprint. `check_host_key=False`
+    turns the check off, for throwaway hosts only.
+
+    Commands have the semantics of `LocalExecutor`: `sh -c` scripts, argv
+    commands with no shell of their own, `#!` scripts run by their
+    interpreter with the body as its stdin, separate streamed stdout and
+    stderr, empty stdin unless given, the environment rules (applied on the
+    remote host, over the login environment), and each command in its own
+    session and process group there. A timeout, a cancellation or a failing
+    sink kills the command's whole remote tree through a second channel (see
+    the module's docstring); `TimedOut` carries the output read before. Files
+    go over SFTP: exact bytes, `write_file` through a temporary file and an
+    atomic rename, parents created. `stream_files` lists over SFTP with the
+    rules of the local walker.
+
+    sshd runs each command through the user's login shell; give the user a
+    plain POSIX shell (`/bin/sh`): bash reads `~/.bashrc` for every command
+    started over SSH, which can cost tens of milliseconds per command and may
+    print text into the output.
+
+    asyncssh runs on asyncio only: under trio every command raises
+    `ExecutorError` saying so.
+
+    Args:
+        host: The host name or address.
+        port: The SSH port.
+        user: The user to log in as; `None` takes the local user name.
+        workdir: The remote folder commands start in and file paths are
+            relative to; a relative one is relative to the user's home.
+        client_keys: Private key files to log in with; `None` tries the
+            default keys (`~/.ssh/id_*`) and the agent.
+        agent_path: The ssh-agent socket; `None` uses `SSH_AUTH_SOCK`.
+        known_hosts: The known_hosts file host keys are checked against.
+        check_host_key: Whether to check the host key at all.
+        connect_timeout: Seconds to set up a connection (TCP and SSH).
+        keepalive_interval: Seconds between keepalives on an idle connection.
+        keepalive_count_max: Keepalives left unanswered before it counts as dropped.
+        max_sessions: Channels the server allows on one connection.
+        default_timeout: Seconds for commands without a timeout of their own.
+        env_clear: Start from an empty environment instead of the login one.
+        env_remove: Variables to drop from the login environment.
+        envs: Variables to set; a command's own `with_env` comes last.
+        output_limit: Bytes of output kept in memory per command (head and tail).
+        kill_grace: Seconds between SIGTERM and SIGKILL when a tree is killed.
+        drain_timeout: After a command exits, how long to go on reading while
+            a background process still holds its output.
+
+    """
+
+    host: str
+    port: int = attrs.field(default=22, kw_only=True, validator=_port)
+    user: str | None = attrs.field(default=None, kw_only=True)
+    workdir: str = attrs.field(default=".", kw_only=True, converter=_remote_path)
+    client_keys: tuple[str, ...] | None = attrs.field(default=None, kw_only=True, converter=_keys)
+    agent_path: str | None = attrs.field(default=None, kw_only=True, converter=_optional_path)
+    known_hosts: str = attrs.field(default="~/.ssh/known_hosts", kw_only=True, converter=_expanded)
+    check_host_key: bool = attrs.field(default=True, kw_only=True)
+    connect_timeout: float = attrs.field(default=15.0, kw_only=True, validator=non_negative)
+    keepalive_interval: float = attrs.field(default=15.0, kw_only=True, validator=non_negative)
+    keepalive_count_max: int = attrs.field(default=3, kw_only=True)
+    max_sessions: int = attrs.field(default=10, kw_only=True, validator=_sessions)
+    _id: str = attrs.field(
+        init=False, factory=lambda: f"{os.getpid()}:{uuid.uuid4().hex}", repr=False
+    )
+    _serial: itertools.count[int] = attrs.field(init=False, factory=itertools.count, repr=False)
+    _connection: asyncssh.SSHClientConnection | None = attrs.field(
+        init=False, default=None, repr=False
+    )
+    _witness: HostKeyWitness | None = attrs.field(init=False, default=None, repr=False)
+    _sftp: asyncssh.SFTPClient | None = attrs.field(init=False, default=None, repr=False)
+    _base_env: dict[str, str] | None = attrs.field(init=False, default=None, repr=False)
+    _connect_lock: anyio.Lock | None = attrs.field(init=False, default=None, repr=False)
+    _kill_lock: anyio.Lock | None = attrs.field(init=False, default=None, repr=False)
+    _channels: anyio.CapacityLimiter | None = attrs.field(init=False, default=None, repr=False)
+    # Whether a command ever ran: aclose() only has remote processes to end then.
+    _started: bool = attrs.field(init=False, default=False, repr=False)
+
+    def __repr__(self) -> str:
+        who = f"{self.user}@{self.host}" if self.user else self.host
+        if self.port != 22:
+            who = f"{who}:{self.port}"
+        return f"SshExecutor({who!r}, workdir={self.workdir!r})"
+
+    # --- the public interface ------------------------------------------------
+
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Return a session for a shell or argv command: `async with await ex.start(cmd)`.
+
+        The command starts on the remote host when the session is entered, as
+        `exec_cmd` would start it, in a channel of its own that it holds until
+        the session ends; with `pty=True` sshd gives it a pseudo-terminal
+        (80x24, `TERM=xterm`). A command's own `stdin` is written first and
+        the input stays open. `Signal` reaches the command's process group on
+        the remote host; the kill at the end reaches its whole tree.
+
+        Raises:
+            ExecutorError: The executor is closed, runs under trio, or the
+                command is a file operation or a `#!` script (its body is the
+                interpreter's stdin).
+
+        """
+        from executor._ssh.session import SshSession
+
+        argv = self._session_argv(cmd)
+        return SshSession(self, cmd, argv, pty=pty)
+
+    async def stream_files(
+        self, path: StrPath, extensions: Iterable[str] | None = None
+    ) -> AsyncIterator[LoadedFile]:
+        """Yield the text files below `path` (relative to `workdir`), listed over SFTP."""
+        from executor._ssh.files import sftp_text_files
+
+        self._check_open()
+        raw = os.fspath(path)
+        display = posixpath.normpath(raw)
+        if display == ".":
+            display = ""
+        wanted = normalise_extensions(extensions)
+        root = self._join(None, raw)
+        sftp = await self._sftp_client()
+        async for loaded in sftp_text_files(sftp, root, display, wanted):
+            yield loaded
+
+    async def aclose(self) -> None:
+        """Kill every remote process this executor started that still runs; close the connection."""
+        self._closed = True
+        connection, self._connection = self._connection, None
+        sftp, self._sftp = self._sftp, None
+        if connection is None:
+            return
+        with anyio.CancelScope(shield=True):
+            if self._started and not connection.is_closed():
+                with contextlib.suppress(Exception):
+                    await self._kill_on(connection, self._id, prefix=True)
+            if sftp is not None:
+                sftp.exit()
+            connection.close()
+            with contextlib.suppress(Exception), anyio.move_on_after(_REMOTE_SLACK):
+                await connection.wait_closed()
+
+    # --- connection ----------------------------------------------------------
+
+    def _check_open(self) -> None:
+        super()._check_open()
+        if sniffio.current_async_library() != "asyncio":
+            raise ExecutorError(
+                "SshExecutor needs asyncio: asyncssh has no trio support "
+                "(run it under asyncio, e.g. anyio.run(..., backend='asyncio'))"
+            )
+
+    def _where(self) -> str:
+        user = f"{self.user}@" if self.user else ""
+        return f"{user}{self.host}:{self.port}"
+
+    async def _connect(
+        self, *, failed: asyncssh.SSHClientConnection | None = None
+    ) -> asyncssh.SSHClientConnection:
+        """The connection, opened now if there is none, it dropped, or it is `failed`."""
+        if self._closed:
+            raise ExecutorError("the executor is closed")
+        connection = self._connection
+        witness = self._witness
+        if (
+            connection is not None
+            and connection is not failed
+            and witness is not None
+            and not witness.lost
+            and not connection.is_closed()
+        ):
+            return connection
+        if self._connect_lock is None:
+            self._connect_lock = anyio.Lock()
+        async with self._connect_lock:
+            if self._connection is not None and self._connection is not connection:
+                return self._connection  # Another task reconnected meanwhile.
+            self._drop()
+            self._connection = await self._open_connection()
+            return self._connection
+
+    def _drop(self) -> None:
+        connection, self._connection = self._connection, None
+        sftp, self._sftp = self._sftp, None
+        self._base_env = None
+        if sftp is not None:
+            sftp.exit()
+        if connection is not None:
+            connection.abort()
+
+    async def _open_connection(self) -> asyncssh.SSHClientConnection:
+        try:
+            from executor._ssh import remote
+        except ImportError as error:
+            raise ImportError(_INSTALL_HINT) from error
+        asyncssh = remote.asyncssh
+        known_hosts: Any = None
+        if self.check_host_key:
+            try:
+                known_hosts = asyncssh.read_known_hosts(self.known_hosts)
+            except FileNotFoundError:
+                # No file: no host is trusted, which the refusal below says.
+                known_hosts = asyncssh.import_known_hosts("")
+            except (OSError, ValueError) as error:
+                raise ExecutorError(
+                    f"cannot read known_hosts {self.known_hosts}: {error}"
+                ) from error
+        witness = remote.HostKeyWitness()
+        options: dict[str, Any] = {
+            "port": self.port,
+            "known_hosts": known_hosts,
+            "keepalive_interval": self.keepalive_interval,
+            "keepalive_count_max": self.keepalive_count_max,
+            "connect_timeout": self.connect_timeout or None,
+            "client_factory": lambda: witness,
+        }
+        if self.user is not None:
+            options["username"] = self.user
+        if self.client_keys is not None:
+            options["client_keys"] = list(self.client_keys)
+        if self.agent_path is not None:
+            options["agent_path"] = self.agent_path
+        try:
+            connection = await asyncssh.connect(self.host, **options)
+        except asyncssh.HostKeyNotVerifiable as error:
+            raise self._untrusted(witness, known_hosts) from error
+        except asyncssh.PermissionDenied as error:
+            raise ExecutorError(
+                f"SSH login to {self._where()} refused: no key was accepted ({error.reason})"
+            ) from error
+        except asyncssh.Error as error:
+            raise ExecutorError(f"cannot connect to {self._where()}: {error.reason}") from error
+        except (OSError, TimeoutError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            raise ExecutorError(
+                f"cannot connect to {self._where()}: {reason or type(error).__name__}"
+            ) from error
+        self._witness = witness
+        return connection
+
+    def _untrusted(self, witness: HostKeyWitness, known_hosts: Any) -> ExecutorError:
+        """The refusal of a host key known_hosts does not trust, naming its fingerprint."""
+        key = witness.untrusted
+        if key is None:
+            return ExecutorError(f"the host key of {self._where()} is not trusted")
+        offered = f"{key.get_algorithm()} key {key.get_fingerprint('sha256')}"
+        listed = []
+        with contextlib.suppress(Exception):
+            listed = list(known_hosts.match(self.host, "", self.port)[0])
+        if listed:
+            return ExecutorError(
+                f"the host key of {self._where()} has CHANGED: the server offered the "
+                f"{offered}, which is not the key {self.known_hosts} lists for it; "
+                "refusing to connect (someone may be intercepting the connection)"
+            )
+        return ExecutorError(
+            f"the host key of {self._where()} is unknown: the server offered the "
+            f"{offered}, and {self.known_hosts} has no key for this host; "
+            "refusing to connect (add the key to known_hosts once you know it is right)"
+        )
+
+    def _limiter(self) -> anyio.CapacityLimiter:
+        if self._channels is None:
+            self._channels = anyio.CapacityLimiter(self.max_sessions - _RESERVED_CHANNELS)
+        return self._channels
+
+    async def _open_channel(
+        self, line: str, tag: str, *, pty: bool = False
+    ) -> tuple[Any, CommandChannel]:
+        """Open a channel running `line`, waiting for a free one of `max_sessions`.
+
+        The channel holds its slot until the server has closed it (sshd counts
+        a channel against MaxSessions until then). A dropped connection is
+        opened again, once: the command had not started.
+        """
+        limiter = self._limiter()
+        token = object()
+        await limiter.acquire_on_behalf_of(token)
+        try:
+            channel, session = await self._open_channel_in_slot(line, tag, pty=pty)
+        except BaseException:
+            limiter.release_on_behalf_of(token)
+            raise
+        session.on_closed(lambda: limiter.release_on_behalf_of(token))
+        return channel, session
+
+    async def _open_channel_in_slot(
+        self, line: str, tag: str, *, pty: bool
+    ) -> tuple[Any, CommandChannel]:
+        from executor._ssh.remote import CommandChannel, asyncssh
+
+        terminal: dict[str, Any] = {"term_type": "xterm", "term_size": (80, 24)} if pty else {}
+        failed = None
+        refusals = 0
+        attempt = 0
+        while True:
+            attempt += 1
+            connection = await self._connect(failed=failed)
+            try:
+                channel, session = await connection.create_session(
+                    CommandChannel, line, encoding=None, env={}, **terminal
+                )
+            except asyncssh.ChannelOpenError as error:
+                if attempt == 1 and connection.is_closed():
+                    failed = connection
+                    continue
+                if error.code in _REFUSED_AT_LIMIT and refusals < _CHANNEL_RETRIES:
+                    # At its MaxSessions: sshd still counts a channel that has
+                    # just closed until its main loop has cleaned it up (OpenSSH
+                    # reports that as "connect failed", others as "prohibited").
+                    refusals += 1
+                    await anyio.sleep(_CHANNEL_RETRY_DELAY * refusals)
+                    continue
+                raise ExecutorError(
+                    f"{self._where()} refused a channel for the command: {error.reason} "
+                    f"(does its MaxSessions allow max_sessions={self.max_sessions}?)"
+                ) from error
+            except (asyncssh.Error, OSError) as error:
+                # The command never started: running it on a new connection is safe.
+                if attempt == 1:
+                    failed = connection
+                    continue
+                raise ExecutorError(f"the connection to {self._where()} failed: {error}") from error
+            except BaseException:
+                # Cancelled with the request on its way: the server may start the command.
+                await run_to_completion(lambda: self._kill(tag, settle=True))
+                raise
+            assert isinstance(session, CommandChannel)
+            return channel, session
+
+    async def _sftp_client(self, failed: asyncssh.SFTPClient | None = None) -> asyncssh.SFTPClient:
+        """The SFTP client of the connection (started at first use), replacing `failed`."""
+        from executor._ssh.remote import asyncssh
+
+        connection = self._connection
+        if failed is not None and failed is self._sftp:
+            # Its connection went with it: the next one is opened afresh.
+            connection = await self._connect(failed=connection)
+        else:
+            connection = await self._connect()
+        if self._sftp is not None and self._connection is connection:
+            return self._sftp
+        try:
+            # Names as bytes: a file name that is not UTF-8 is still a name.
+            sftp = await connection.start_sftp_client(path_encoding=None)
+        except (asyncssh.Error, OSError) as error:
+            raise ExecutorError(f"cannot start SFTP on {self._where()}: {error}") from error
+        if self._connection is connection:
+            self._sftp = sftp
+        return sftp
+
+    async def _with_sftp(self, operation: Callable[[asyncssh.SFTPClient], Awaitable[_T]]) -> _T:
+        """Run `operation` with the SFTP client; once more on a new connection if it was lost.
+
+        `operation` must be safe to run again when it failed that way (reads
+        that delivered nothing yet; writes, whose temporary file is new each time).
+        """
+        from executor._ssh.remote import LOST
+
+        sftp = await self._sftp_client()
+        try:
+            return await operation(sftp)
+        except LOST:
+            pass
+        sftp = await self._sftp_client(failed=sftp)
+        try:
+            return await operation(sftp)
+        except LOST as error:
+            raise self._lost(error) from error
+
+    # --- commands ------------------------------------------------------------
+
+    def _join(self, cmd: Command | None, path: str | None = None) -> str:
+        """The remote folder `cmd` runs in, or `path` resolved against it."""
+        parts = [self.workdir]
+        if cmd is not None and cmd.current_dir is not None:
+            parts.append(cmd.current_dir)
+        if path is not None:
+            parts.append(path)
+        joined = posixpath.join(*parts)
+        # "./x" and "x" are the same place; the shorter one reads better in messages.
+        return joined[2:] if joined.startswith("./") and len(joined) > 2 else joined
+
+    async def _environment_changes(self, cmd: Command) -> tuple[list[str], dict[str, str]]:
+        """What to unset and set over the login environment for `cmd`."""
+        if not (self.env_remove or cmd.env_remove):
+            return [], {**self.envs, **cmd.env}
+        base = await self._login_environment()
+        env = dict(base)
+        for name in self.env_remove:
+            env.pop(name, None)
+        env.update(self.envs)
+        env = cmd.environment_over(env)
+        removed = [name for name in base if name not in env]
+        changed = {name: value for name, value in env.items() if base.get(name) != value}
+        return removed, changed
+
+    async def _login_environment(self) -> dict[str, str]:
+        """The environment a command starts with on the remote host (asked once per connection)."""
+        connection = await self._connect()
+        if self._base_env is None or self._connection is not connection:
+            if self._kill_lock is None:
+                self._kill_lock = anyio.Lock()
+            # On the channel kept for kills: the commands' slots may all be taken.
+            async with self._kill_lock:
+                result = await connection.run("env -0", encoding=None, check=False)
+            if result.exit_status != 0 or not isinstance(result.stdout, bytes):
+                raise ExecutorError(
+                    f"cannot read the login environment on {self._where()} "
+                    "(`env -0` failed); env_remove needs it"
+                )
+            env = {}
+            for entry in result.stdout.split(b"\0"):
+                name, sep, value = entry.decode("utf-8", "surrogateescape").partition("=")
+                if sep and name:
+                    env[name] = value
+            self._base_env = env
+        return self._base_env
+
+    def _command_line(
+        self,
+        cmd: Command,
+        argv: Sequence[str],
+        tag: str,
+        removed: list[str],
+        changed: Mapping[str, str],
+    ) -> str:
+        """The line the remote login shell runs: tag, folder, environment, then `exec` argv."""
+        quote = shlex.quote
+        parts = [f"{TREE_VARIABLE}={quote(tag)}", f"export {TREE_VARIABLE}"]
+        directory = self._join(cmd)
+        if directory != ".":
+            parts.append(f"cd -- {quote(directory)} || exit 1")
+        program = " ".join(quote(arg) for arg in argv)
+        names = [*removed, *changed]
+        if self.env_clear or not all(_IDENTIFIER.fullmatch(name) for name in names):
+            # `env` takes any name; the shell's `export` only identifiers.
+            settings = " ".join(quote(f"{name}={value}") for name, value in changed.items())
+            if self.env_clear:
+                env = dict(changed)
+                env[TREE_VARIABLE] = tag
+                settings = " ".join(quote(f"{name}={value}") for name, value in env.items())
+                parts.append(f"exec env -i {settings} {program}")
+            else:
+                unset = " ".join(f"-u {quote(name)}" for name in removed)
+                parts.append(f"exec env {unset} {settings} {program}")
+            return "; ".join(parts)
+        if removed:
+            parts.append("unset " + " ".join(removed))
+        for name, value in changed.items():
+            parts.append(f"export {name}={quote(value)}")
+        parts.append(f"exec {program}")
+        return "; ".join(parts)
+
+    async def _prepare(self, cmd: Command, argv: Sequence[str]) -> tuple[str, str]:
+        """The line that runs `argv` for `cmd` on the remote host, and the tag it carries."""
+        if self.env_clear:
+            removed: list[str] = []
+            changed = cmd.environment_over(
+                {k: v for k, v in self.envs.items() if k not in self.env_remove}
+            )
+        else:
+            removed, changed = await self._environment_changes(cmd)
+        tag = f"{self._id}/{next(self._serial)}"
+        return self._command_line(cmd, argv, tag, removed, changed), tag
+
+    async def _process(
+        self, cmd: Command, argv: Sequence[str], stdin: bytes | None, sink: Sink | None
+    ) -> CommandOutput:
+        line, tag = await self._prepare(cmd, argv)
+        started = anyio.current_time()
+        self._started = True
+        channel, session = await self._open_channel(line, tag)
+        run = _ChannelRun(self, channel, session, tag, sink, started)
+        return self._checked(await run.run(self._timeout(cmd), stdin=stdin))
+
+    async def _kill(self, tag: str, grace: float | None = None, *, settle: bool = False) -> None:
+        """Kill the remote tree tagged `tag` through a channel of its own.
+
+        `settle`: the command may have only just started, so an empty search
+        is repeated for a moment before it counts as nothing to kill.
+        """
+        try:
+            connection = await self._connect()
+        except ExecutorError:
+            return  # No way to reach the host; nothing more can be done from here.
+        await self._kill_on(connection, tag, prefix=False, grace=grace, settle=settle)
+
+    async def _signal_group(self, tag: str, number: int) -> None:
+        """Send signal `number` to the process group of the command tagged `tag`."""
+        name = signal.Signals(number).name.removeprefix("SIG")
+        line = shlex.join(["sh", "-c", _SIGNAL_SCRIPT, "sh", f"^{TREE_VARIABLE}={tag}$", name])
+        connection = await self._connect()
+        if self._kill_lock is None:
+            self._kill_lock = anyio.Lock()
+        async with self._kill_lock:
+            with anyio.move_on_after(_REMOTE_SLACK):
+                await connection.run(line, check=False)
+
+    async def _kill_on(
+        self,
+        connection: Any,
+        tag: str,
+        *,
+        prefix: bool,
+        grace: float | None = None,
+        settle: bool = False,
+    ) -> None:
+        # The tag holds only hex digits, ":" and "/": nothing a basic regex treats specially.
+        pattern = f"^{TREE_VARIABLE}={tag}" + ("/" if prefix else "$")
+        grace = self.kill_grace if grace is None else grace
+        polls = math.ceil(grace / _KILL_POLL)
+        settles = _SETTLE_POLLS if settle else 0
+        line = shlex.join(["sh", "-c", _KILL_SCRIPT, "sh", pattern, str(polls), str(settles)])
+        if self._kill_lock is None:
+            self._kill_lock = anyio.Lock()
+        # One kill at a time: they share the one channel kept free for them.
+        async with self._kill_lock:
+            # Bounded: a peer that stopped answering must not hold the caller forever.
+            slack = _REMOTE_SLACK + settles * _KILL_POLL
+            with contextlib.suppress(Exception), anyio.move_on_after(grace + slack):
+                await connection.run(line, check=False)
+
+    # --- files ---------------------------------------------------------------
+
+    async def _read_file(self, cmd: ReadFile, sink: Sink | None) -> CommandOutput:
+        from executor._ssh.remote import LOST, asyncssh
+
+        started = anyio.current_time()
+        timeout = self._timeout(cmd)
+        buffer = OutputBuffer(self.output_limit)
+        path = self._join(cmd, cmd.path)
+
+        async def check(sftp: asyncssh.SFTPClient) -> asyncssh.SFTPClient:
+            # Before the open: opening a FIFO would stall the server's SFTP
+            # process, and with it every file operation of the connection.
+            attributes = await sftp.stat(os.fsencode(path))
+            if attributes.permissions is not None and not stat.S_ISREG(attributes.permissions):
+                if stat.S_ISDIR(attributes.permissions):
+                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+                raise OSError(errno.EINVAL, "not a regular file")
+            return sftp
+
+        deadline = None
+        try:
+            sftp = await self._with_sftp(check)
+            with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
+                async with sftp.open(os.fsencode(path), "rb") as file:
+                    while block := await file.read(_FILE_BLOCK):
+                        assert isinstance(block, bytes)  # "rb": asyncssh decodes nothing
+                        chunk = Stdout(block)
+                        buffer.append(chunk)
+                        if sink is not None:
+                            await call_sink(sink, chunk)
+        except LOST as error:
+            raise self._lost(error, buffer.output(exit_code=None, duration=0.0)) from error
+        except asyncssh.SFTPError as error:
+            raise await file_failure(cmd.path, _sftp_os_error(error), started, sink) from error
+        except OSError as error:
+            raise await file_failure(cmd.path, error, started, sink) from error
+        output = buffer.output(exit_code=None, duration=anyio.current_time() - started)
+        if deadline is not None and deadline.cancelled_caught:
+            assert timeout is not None
+            raise TimedOut(timeout, output)
+        return output
+
+    async def _write_file(self, cmd: WriteFile, sink: Sink | None) -> CommandOutput:
+        from executor._ssh.remote import asyncssh
+
+        started = anyio.current_time()
+        path = self._join(cmd, cmd.path)
+
+        async def write(sftp: asyncssh.SFTPClient) -> None:
+            await _write_atomically(sftp, os.fsencode(path), cmd.content)
+
+        try:
+            # Not abandoned on timeout or cancellation: a write reported as
+            # failed must not land later.
+            with anyio.CancelScope(shield=True):
+                await self._with_sftp(write)
+        except asyncssh.SFTPError as error:
+            raise await file_failure(cmd.path, _sftp_os_error(error), started, sink) from error
+        except OSError as error:
+            raise await file_failure(cmd.path, error, started, sink) from error
+        return CommandOutput(duration=anyio.current_time() - started)
+
+    def _lost(self, error: BaseException, output: CommandOutput | None = None) -> ExecutorError:
+        return ExecutorError(f"the connection to {self._where()} was lost: {error}", output)
+
+
+class _ChannelRun:
+    """Streams one command's channel to its end: chunks to a buffer and sink, exit, cleanup."""
+
+    def __init__(
+        self,
+        executor: SshExecutor,
+        channel: Any,
+        session: CommandChannel,
+        tag: str,
+        sink: Sink | None,
+        started: float,
+    ) -> None:
+        self._executor = executor
+        self._channel = channel
+        self._session = session
+        self._tag = tag
+        self._sink = sink
+        self._started = started
+        self._buffer = OutputBuffer(executor.output_limit)
+
+    async def run(
+        self, timeout: float | None, *, stdin: bytes | None, close_input: bool = True
+    ) -> CommandOutput:
+        """Run to the end and return the output; `close_input=False` leaves stdin to a session.
+
+        Raises:
+            TimedOut: The timeout passed; the remote tree was killed.
+            ExecutorError: The connection was lost while the command ran.
+            BaseException: Whatever the sink raised, or a cancellation; the
+                remote tree is killed before it propagates.
+
+        """
+        channel, session = self._channel, self._session
+        # A command that ended already (the server closed the channel) did
+        # not want its input: what it did not take is its choice, as locally.
+        with contextlib.suppress(BrokenPipeError):
+            if stdin:
+                channel.write(stdin)
+            if close_input:
+                # Without stdin the command reads an empty one at once.
+                channel.write_eof()
+        timed_out = False
+        try:
+            deadline = anyio.current_time() + (math.inf if timeout is None else timeout)
+            if not await self._pump(until_exit=True, deadline=deadline):
+                timed_out = True
+                await run_to_completion(self._kill)
+            # Output still on its way after the exit, while nothing else holds the pipes.
+            await self._pump(
+                until_exit=False, deadline=anyio.current_time() + self._executor.drain_timeout
+            )
+        except BaseException:
+            await run_to_completion(self._kill)
+            raise
+        finally:
+            # Its slot is freed when the server has closed its end too.
+            channel.close()
+        output = self._output()
+        if timed_out:
+            assert timeout is not None
+            raise TimedOut(timeout, output)
+        if not session.ended:
+            if self._executor._closed:
+                # aclose() killed what the executor started, this tree with it.
+                raise ExecutorError("the executor was closed while the command ran", output)
+            # What still runs over there is found by its tag from a new connection.
+            await run_to_completion(self._kill)
+            raise ExecutorError(
+                f"the connection to {self._executor._where()} was lost while the command ran",
+                output,
+            )
+        return output
+
+    async def _pump(self, *, until_exit: bool, deadline: float) -> bool:
+        """Deliver chunks until the command exits (`until_exit`) or its output ends.
+
+        Returns False when `deadline` passed first. Only the waits for data
+        are cut short: a chunk being handed to the sink is never abandoned
+        midway, so the sink sees every chunk the output keeps.
+        """
+        session = self._session
+        sink = self._sink
+
+        def finished() -> bool:
+            return session.closed or (session.ended and (until_exit or session.eof))
+
+        while True:
+            while (chunk := session.take()) is not None:
+                self._buffer.append(chunk)
+                if sink is not None:
+                    await call_sink(sink, chunk)
+                if anyio.current_time() >= deadline and not finished():
+                    return False  # A flood that never pauses still meets its deadline.
+            if finished():
+                return True
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                return False
+            with anyio.move_on_after(remaining):
+                await session.wait()
+
+    async def _kill(self) -> None:
+        # Not exited yet: it may have only just started, and not carry its tag yet.
+        await self._executor._kill(self._tag, settle=not self._session.ended)
+
+    def _output(self) -> CommandOutput:
+        session = self._session
+        duration = anyio.current_time() - self._started
+        number: int | None = None
+        if session.exit_signal is not None:
+            name = session.exit_signal
+            with contextlib.suppress(KeyError):
+                number = int(signal.Signals[f"SIG{name}"])
+        if number is not None:
+            return self._buffer.output(exit_code=128 + number, signal=number, duration=duration)
+        return self._buffer.output(exit_code=session.exit_status, duration=duration)
+
+
+async def _write_atomically(sftp: Any, path: bytes, content: bytes) -> None:
+    """Replace `path` with `content` over SFTP: a temporary file, then an atomic rename.
+
+    Parents are created. An existing file keeps its permission bits; a new
+    one gets the server's default (0o666 less its umask). The rename is
+    OpenSSH's `posix-rename`, which replaces the target in one step.
+    """
+    from executor._ssh.remote import asyncssh
+
+    directory, name = posixpath.split(path)
+    if not name or name in (b".", b".."):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+    mode: int | None = None
+    try:
+        existing = await sftp.lstat(path)
+    except asyncssh.SFTPNoSuchFile:
+        if directory:
+            await _make_folders(sftp, directory)
+    else:
+        permissions = existing.permissions or 0
+        if stat.S_ISDIR(permissions):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if stat.S_ISREG(permissions):
+            mode = stat.S_IMODE(permissions)
+    temporary = posixpath.join(
+        directory, b".%s.%s.tmp" % (name[:32], uuid.uuid4().hex[:12].encode())
+    )
+    try:
+        flags = asyncssh.FXF_WRITE | asyncssh.FXF_CREAT | asyncssh.FXF_EXCL
+        async with sftp.open(temporary, flags, encoding=None) as file:
+            await file.write(content)
+            if mode is not None:
+                await file.chmod(mode)
+            with contextlib.suppress(asyncssh.SFTPOpUnsupported):
+                await file.fsync()
+        await sftp.posix_rename(temporary, path)
+    except BaseException:
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await sftp.remove(temporary)
+        raise
+
+
+async def _make_folders(sftp: Any, directory: bytes) -> None:
+    from executor._ssh.remote import asyncssh
+
+    try:
+        await sftp.makedirs(directory, exist_ok=True)
+    except asyncssh.SFTPFailure as error:
+        # A file where a folder should be: say so as the OS would.
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from error
+
+
+def _sftp_os_error(error: Any) -> OSError:
+    """An SFTP status as the OS error it stands for, with the OS's own words where known."""
+    number = _SFTP_ERRNO.get(error.code)
+    if number is not None:
+        return OSError(number, os.strerror(number))
+    return OSError(errno.EIO, error.reason or f"SFTP error {error.code}")

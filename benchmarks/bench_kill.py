@@ -47,7 +47,7 @@ import _harness as h
 import anyio
 
 from executor import Command, LocalExecutor, TimedOut
-from executor._local.process import proc_stat
+from executor._core.proc import proc_stat
 
 COOKIE = "EXECUTOR_BENCH_KILL"
 SCRIPT = "trap '' TERM; sleep 30 & wait"

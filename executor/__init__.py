@@ -23,7 +23,7 @@ from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.session import ProcessSession, SessionChunk, WrappedSession
 from executor._core.wrappers import CheckedExecutor, ReadOnly, ScopedExecutor, WrappedExecutor
 from executor._docker.executor import DockerExecutor
-from executor._journal.journal import (
+from executor._journal import (
     Claim,
     IdempotencyKey,
     Journal,

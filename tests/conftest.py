@@ -13,7 +13,7 @@ import pytest
 pytest.register_assert_rewrite("executor.testing")
 
 from executor import LocalExecutor  # noqa: E402
-from executor._local.process import TREE_VARIABLE, proc_stat  # noqa: E402
+from executor._core.proc import TREE_VARIABLE, proc_stat  # noqa: E402
 
 
 @pytest.fixture(params=["asyncio", "trio"])

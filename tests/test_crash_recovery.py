@@ -33,7 +33,7 @@ from executor import (
     RunInterrupted,
     SqliteJournal,
 )
-from executor._local.process import proc_stat
+from executor._core.proc import proc_stat
 
 CHILD = Path(__file__).resolve().parent / "journal_child.py"
 # Every wait on a child is bounded: a hung child fails the test instead of the run.

@@ -618,7 +618,7 @@ async def test_a_start_that_fails_is_forgotten_and_a_cancelled_one_interrupted(
 
 
 FINGERPRINT = """
-from executor._policies.idempotent import tool_fingerprint
+from executor._tools.replay import tool_fingerprint
 tags = {"alpha", "beta", "gamma", "delta", "epsilon"}
 print(list(tags), tool_fingerprint("t", {"tags": tags}))
 """

@@ -39,8 +39,8 @@ from executor import (
     ToolStreamError,
 )
 from executor._cli.main import main
+from executor._core.proc import proc_stat
 from executor._journal.journal import decode_chunks, encode_chunks
-from executor._local.process import proc_stat
 
 LIMIT = 30.0
 

@@ -40,7 +40,8 @@ from executor import (
     ToolExecutor,
     UnixSignal,
 )
-from executor._local.sandbox import read_only_commands, setuid_problem
+from executor._core.wrappers import read_only_commands
+from executor._local.sandbox import setuid_problem
 from executor.testing import ExecutorContract, ReadOnlyContract, SessionContract
 
 pytestmark = pytest.mark.anyio

@@ -35,7 +35,7 @@ import pytest
 from test_sandbox import NPROC, ROOT, gone, processes_with, sandbox_for
 
 from executor import Command, CommandError, CommandOutput, ExecutorError, LocalExecutor, Sandbox
-from executor._local.process import proc_stat
+from executor._core.proc import proc_stat
 from executor._local.sandbox import Backend
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 
 from executor._core.errors import InvalidArgument
-from executor._journal.journal import (
+from executor._journal import (
     DEFAULT_MAX_AGE,
     IdempotencyKey,
     JournalEntry,

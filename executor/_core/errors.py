@@ -6,7 +6,10 @@ CommandError (Exception)             .output: CommandOutput
 ├── TimedOut (also TimeoutError)     .timeout; .output = what was read before the kill
 ├── ExecutorError                    the executor itself failed or refused
 │   ├── PolicyDenied                 a wrapper refused the command; the message is for the model
-│   └── JournalError                 the idempotency journal refused or failed (executor._journal.journal)
+│   │   ├── ShellParseError          a policy could not parse the script, so it refused it
+│   │   └── PathRefused              a confined executor refused a path outside its workdir
+│   ├── EngineError                  the Docker engine answered with an error, or was unreachable
+│   └── JournalError                 the idempotency journal refused or failed
 │       └── RunInterrupted           a key's earlier run started but never recorded a final
 └── ToolStreamError                  a streaming tool failed or broke its event rules
     └── ToolCancelled                it was cancelled before it had a final value
@@ -19,14 +22,23 @@ model what the command printed before it failed.
 
 from __future__ import annotations
 
+import datetime
+from typing import Protocol
+
 from executor._core.output import CommandOutput
 
 __all__ = [
     "CommandError",
+    "EngineError",
     "ExecutorError",
     "InvalidArgument",
+    "JournalError",
     "NonZeroExit",
+    "PathRefused",
     "PolicyDenied",
+    "RunInterrupted",
+    "RunRecord",
+    "ShellParseError",
     "TimedOut",
     "ToolCancelled",
     "ToolStreamError",
@@ -82,6 +94,100 @@ class ExecutorError(CommandError):
 
 class PolicyDenied(ExecutorError):
     """A wrapper refused the command; the message says why, in words for the model."""
+
+
+class ShellParseError(PolicyDenied):
+    """A script could not be parsed, so no policy can say what it would run; it is refused.
+
+    Attributes:
+        reason: What went wrong, in words.
+
+    """
+
+    rule = "unparseable-script"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f'refused by rule "unparseable-script": the script could not be parsed ({reason}), '
+            "so no policy can tell what it would run; rewrite it in plainer shell "
+            "(no case, [[ ]], select or coproc)"
+        )
+        self.reason = reason
+
+
+class PathRefused(PolicyDenied):
+    """A confined executor refused a path; the message names it and says why.
+
+    Attributes:
+        path: The path as the command gave it (joined onto its `current_dir`).
+        reason: Why, in words for the model.
+        outside: Whether the path leads outside the workdir (rather than
+            being refused for its spelling).
+
+    """
+
+    def __init__(self, path: str, reason: str, *, outside: bool = True) -> None:
+        verdict = "is outside the workdir" if outside else "is refused"
+        super().__init__(f"{path!r} {verdict}: {reason}")
+        self.path = path
+        self.reason = reason
+        self.outside = outside
+
+
+class EngineError(ExecutorError):
+    """The engine answered a request with an error status (or could not be reached).
+
+    Attributes:
+        status: The HTTP status, or 0 when the engine could not be reached.
+
+    """
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RunRecord(Protocol):
+    """What `RunInterrupted` tells of a run: the journal's entry (`executor.JournalEntry`)."""
+
+    @property
+    def key(self) -> object:
+        """The run's idempotency key."""
+
+    @property
+    def name(self) -> str:
+        """What ran, in words."""
+
+    @property
+    def started(self) -> datetime.datetime:
+        """When it started."""
+
+
+class JournalError(ExecutorError):
+    """The journal failed or refused: unreadable, or a key reused for a different run."""
+
+
+class RunInterrupted(JournalError):
+    """A run under this key started and never finished, so whether it took effect is unknown.
+
+    Raised when `on_interrupted="fail"` (the default). Check what the run
+    would have done, then run it under a new key, or pass
+    `on_interrupted="rerun"` to run it again under this one.
+
+    Attributes:
+        key: The key.
+        entry: The journal's record of the run (what it was, when it started).
+    """
+
+    def __init__(self, entry: RunRecord) -> None:
+        started = entry.started.isoformat(timespec="milliseconds")
+        super().__init__(
+            f"the run under key {entry.key} ({entry.name}) started at {started} and never "
+            "finished: it was interrupted, so whether it took effect is unknown. Check, "
+            "then run it under a new key, or pass on_interrupted='rerun'"
+        )
+        self.key = entry.key
+        self.entry = entry
 
 
 class ToolStreamError(CommandError):

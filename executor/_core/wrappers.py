@@ -2,21 +2,55 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import posixpath
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from executor._core.base import LoadedFile, Sink, ToolExecutor
 from executor._core.commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile
 from executor._core.errors import PolicyDenied
 from executor._core.output import CommandOutput
-from executor._local.sandbox import read_only_commands
 
 if TYPE_CHECKING:
     from executor._core.session import ProcessSession
 
-__all__ = ["CheckedExecutor", "ReadOnly", "ScopedExecutor", "WrappedExecutor"]
+__all__ = [
+    "CheckedExecutor",
+    "ReadOnly",
+    "ScopedExecutor",
+    "WrappedExecutor",
+    "read_only_commands",
+    "running_read_only",
+]
+
+_read_only: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "executor_read_only", default=False
+)
+
+
+def running_read_only() -> bool:
+    """Whether the commands started now must see every path read-only (`ReadOnly` asked)."""
+    return _read_only.get()
+
+
+@contextlib.contextmanager
+def read_only_commands() -> Iterator[None]:
+    """Within this block, sandboxed executors start commands with nothing writable.
+
+    `ReadOnly` wraps its calls in it. A context variable carries the request
+    through any wrapper in between (scopes, policies, observers), and into
+    the tasks and threads they start. An executor whose `enforces_read_only`
+    is true promises to honour it: `ReadOnly` runs shell and argv commands
+    on such an executor only.
+    """
+    token = _read_only.set(True)
+    try:
+        yield
+    finally:
+        _read_only.reset(token)
 
 
 class WrappedExecutor(ToolExecutor):
@@ -135,7 +169,7 @@ class ReadOnly(CheckedExecutor):
     refused too, unless the inner executor enforces read-only at the OS level
     (a sandbox), where they run with every path read-only: the request
     reaches the sandbox through a context variable, past any wrapper in
-    between (see `executor._local.sandbox.read_only_commands`). A command of a kind
+    between (see `read_only_commands`). A command of a kind
     it does not know is refused: it fails closed.
     """
 

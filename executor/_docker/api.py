@@ -28,7 +28,7 @@ import anyio
 import anyio.abc
 import attrs
 
-from executor._core.errors import ExecutorError
+from executor._core.errors import EngineError, ExecutorError
 
 __all__ = ["API_VERSION", "Connection", "EngineClient", "EngineError", "Response"]
 
@@ -41,19 +41,6 @@ _POOL = 16
 _READ = 65536
 # A response head larger than this is not an engine's.
 _MAX_HEAD = 1 << 16
-
-
-class EngineError(ExecutorError):
-    """The engine answered a request with an error status (or could not be reached).
-
-    Attributes:
-        status: The HTTP status, or 0 when the engine could not be reached.
-
-    """
-
-    def __init__(self, message: str, status: int = 0) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class _ProcessStream(anyio.abc.ByteStream):

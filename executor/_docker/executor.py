@@ -44,12 +44,12 @@ from executor._core.commands import (
 )
 from executor._core.errors import CommandError, ExecutorError, NonZeroExit, TimedOut
 from executor._core.output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
+from executor._core.proc import proc_stat
 from executor._core.session import ProcessSession
 from executor._docker import channel as _channel
 from executor._docker.api import Connection, EngineClient, EngineError, _message
 from executor._docker.channel import Channel
 from executor._files.walk import normalise_extensions, stream_text_files
-from executor._local.process import proc_stat
 
 __all__ = [
     "LABEL_KEEP",

@@ -63,14 +63,16 @@ from executor._core.errors import (
     CommandError,
     ExecutorError,
     InvalidArgument,
+    JournalError,
     NonZeroExit,
     PolicyDenied,
+    RunInterrupted,
     TimedOut,
     ToolCancelled,
     ToolStreamError,
 )
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
-from executor._local.process import proc_stat
+from executor._core.proc import proc_stat
 
 __all__ = [
     "DEFAULT_MAX_AGE",
@@ -86,6 +88,7 @@ __all__ = [
     "acquire",
     "default_journal_path",
     "optional_key",
+    "settle",
 ]
 
 T = TypeVar("T")
@@ -232,33 +235,6 @@ if hasattr(os, "register_at_fork"):
 
 
 # --- errors ---------------------------------------------------------------------------
-
-
-class JournalError(ExecutorError):
-    """The journal failed or refused: unreadable, or a key reused for a different run."""
-
-
-class RunInterrupted(JournalError):
-    """A run under this key started and never finished, so whether it took effect is unknown.
-
-    Raised when `on_interrupted="fail"` (the default). Check what the run
-    would have done, then run it under a new key, or pass
-    `on_interrupted="rerun"` to run it again under this one.
-
-    Attributes:
-        key: The key.
-        entry: The journal's record of the run (what it was, when it started).
-    """
-
-    def __init__(self, entry: JournalEntry) -> None:
-        started = entry.started.isoformat(timespec="milliseconds")
-        super().__init__(
-            f"the run under key {entry.key} ({entry.name}) started at {started} and never "
-            "finished: it was interrupted, so whether it took effect is unknown. Check, "
-            "then run it under a new key, or pass on_interrupted='rerun'"
-        )
-        self.key = entry.key
-        self.entry = entry
 
 
 # --- outcomes -------------------------------------------------------------------------

@@ -47,7 +47,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from executor._core.errors import PolicyDenied
+from executor._core.errors import PathRefused
 
 __all__ = [
     "PathRefused",
@@ -91,25 +91,6 @@ _TILDE: Final = re.compile(r"~[A-Za-z0-9._-]*")
 _VARIABLE: Final = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
 # Characters that render as a slash but are not one (NFKC leaves them alone).
 _SLASH_LOOKALIKES: Final = frozenset("\u2044\u2215\u29f8\u2571\u1735\u3033")
-
-
-class PathRefused(PolicyDenied):
-    """A confined executor refused a path; the message names it and says why.
-
-    Attributes:
-        path: The path as the command gave it (joined onto its `current_dir`).
-        reason: Why, in words for the model.
-        outside: Whether the path leads outside the workdir (rather than
-            being refused for its spelling).
-
-    """
-
-    def __init__(self, path: str, reason: str, *, outside: bool = True) -> None:
-        verdict = "is outside the workdir" if outside else "is refused"
-        super().__init__(f"{path!r} {verdict}: {reason}")
-        self.path = path
-        self.reason = reason
-        self.outside = outside
 
 
 class _OpenHow(ctypes.Structure):

@@ -35,7 +35,9 @@ from executor._core.commands import (
 )
 from executor._core.errors import ExecutorError, NonZeroExit, TimedOut
 from executor._core.output import CommandOutput, OutputBuffer, Stderr, Stdout
-from executor._core.session import LocalSession, ProcessSession
+from executor._core.proc import boot_clock
+from executor._core.session import ProcessSession
+from executor._core.wrappers import running_read_only
 from executor._files.walk import _wanted, normalise_extensions, stream_text_files
 from executor._local.confine import (
     check_spelling,
@@ -47,7 +49,6 @@ from executor._local.landlock import LandlockRules, RestrictedThread
 from executor._local.process import (
     ProcessRun,
     Spawned,
-    boot_clock,
     kill_tree,
     spawn,
     spawn_served,
@@ -57,9 +58,9 @@ from executor._local.sandbox import (
     Sandbox,
     SandboxServer,
     find_program,
-    running_read_only,
     signal_served,
 )
+from executor._local.session import LocalSession
 
 __all__ = ["DEFAULT_OUTPUT_LIMIT", "LocalExecutor"]
 

@@ -28,37 +28,27 @@ import signal as signals
 import struct
 import subprocess
 import termios
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, Final, Protocol
 
 import anyio
 import attrs
 import psutil
-import sniffio
 
 from executor._core.base import Sink
+from executor._core.cleanup import run_to_completion
 from executor._core.errors import ExecutorError, TimedOut
 from executor._core.output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
+from executor._core.proc import TREE_VARIABLE, boot_clock, proc_stat
 
 __all__ = [
-    "TREE_VARIABLE",
-    "ProcStat",
     "ProcessRun",
     "Served",
     "Spawned",
     "kill_tree",
-    "proc_stat",
     "spawn",
     "spawn_served",
 ]
-
-TREE_VARIABLE: Final = "EXECUTOR_PROCESS_TREE"
-"""Every process a command starts inherits this variable.
-
-Its value is `OWNER_PID:EXECUTOR_ID/COMMAND_NUMBER`: which process started the
-command, through which executor, and which command it was.
-"""
 
 # A read asks the pipe how much it holds (FIONREAD) and takes that, up to
 # this much, straight into the chunk's own bytes object: one copy (reading
@@ -660,74 +650,11 @@ class ProcessRun:
             self._spawned.stdin = None
 
 
-async def run_to_completion(cleanup: Callable[[], Awaitable[None]]) -> None:
-    """Run `cleanup` to its end whatever cancels the caller, then let the cancellation on.
-
-    An anyio shield holds off anyio's cancellation; on asyncio it does not hold
-    off a native `Task.cancel()` (`asyncio.wait_for`, `TaskGroup`), so there
-    the cleanup runs in a task of its own and is awaited through
-    `asyncio.shield` until it is done.
-    """
-    with anyio.CancelScope(shield=True):
-        if sniffio.current_async_library() != "asyncio":
-            await cleanup()
-            return
-        import asyncio
-
-        async def wrapped() -> None:
-            await cleanup()
-
-        task = asyncio.ensure_future(wrapped())
-        cancelled = False
-        while True:
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError:
-                if task.done():
-                    raise
-                cancelled = True
-                continue
-            break
-    if cancelled:
-        raise asyncio.CancelledError
-
-
 def _unwrap(exc: BaseException) -> BaseException:
     # One level: the group our task group made. A sink's own group stays whole.
     if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         return exc.exceptions[0]
     return exc
-
-
-class ProcStat(NamedTuple):
-    """The fields of `/proc/<pid>/stat` (proc(5)) this package reads."""
-
-    state: str
-    """One letter: `R` running, `S` sleeping, `T` stopped, `Z` a zombie, ..."""
-    ppid: int
-    pgid: int
-    sid: int
-    start: int
-    """When the process started, in clock ticks since boot (see `boot_clock`)."""
-
-
-def proc_stat(pid: int) -> ProcStat | None:
-    """Process `pid`'s state, parent, group, session and start time; `None` if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    # The command name, in parentheses, may hold spaces: count from its end.
-    fields = data[data.rfind(b")") + 2 :].split()
-    return ProcStat(
-        fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])
-    )
-
-
-def boot_clock() -> float:
-    """Seconds since boot, the clock of `/proc/<pid>/stat`'s start times."""
-    return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 _TICKS = os.sysconf("SC_CLK_TCK")

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import array
 import contextlib
-import contextvars
 import errno
 import functools
 import json
@@ -59,7 +58,7 @@ import subprocess
 import sys
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import anyio
@@ -68,17 +67,16 @@ import psutil
 
 from executor._core.commands import StrPath
 from executor._core.errors import ExecutorError
+from executor._core.proc import proc_stat
 from executor._local import linux
 from executor._local.landlock import LandlockRules, abi_version
-from executor._local.process import Spawned, proc_stat
+from executor._local.process import Spawned
 
 __all__ = [
     "Backend",
     "Sandbox",
     "SandboxServer",
     "SandboxSupport",
-    "read_only_commands",
-    "running_read_only",
 ]
 
 Backend = Literal["auto", "bubblewrap", "landlock"]
@@ -112,32 +110,6 @@ _NAMESPACES = (
     "--cap-drop",
     "ALL",
 )
-
-_read_only: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "executor_sandbox_read_only", default=False
-)
-
-
-def running_read_only() -> bool:
-    """Whether the commands started now must see every path read-only (`ReadOnly` asked)."""
-    return _read_only.get()
-
-
-@contextlib.contextmanager
-def read_only_commands() -> Iterator[None]:
-    """Within this block, sandboxed executors start commands with nothing writable.
-
-    `ReadOnly` wraps its calls in it. A context variable carries the request
-    through any wrapper in between (scopes, policies, observers), and into
-    the tasks and threads they start. An executor whose `enforces_read_only`
-    is true promises to honour it: `ReadOnly` runs shell and argv commands
-    on such an executor only.
-    """
-    token = _read_only.set(True)
-    try:
-        yield
-    finally:
-        _read_only.reset(token)
 
 
 def _paths(values: Iterable[StrPath] | None) -> tuple[str, ...] | None:

@@ -42,9 +42,9 @@ from executor._shell.parser import (
     ShellParseError,
     SimpleCommand,
     Word,
-    _escape_glob,
-    _pattern,
     command_name,
+    escape_glob,
+    glob_pattern,
     parse_command,
     parse_script,
 )
@@ -861,9 +861,9 @@ class _Judge:
         for parts in word.alternatives():
             if not parts or parts[0].kind not in ("parameter", "command", "unknown", "arithmetic"):
                 continue
-            if _pattern(parts[:1]) == "~":
+            if glob_pattern(parts[:1]) == "~":
                 continue
-            rest = _pattern(parts[1:])
+            rest = glob_pattern(parts[1:])
             if not rest or _is_root_like(_split("/" + rest)):
                 return True
         return False
@@ -1057,7 +1057,7 @@ class _Judge:
         for word in command.words:
             if not word.static:
                 continue
-            path = self.resolve(_escape_glob(word.value))
+            path = self.resolve(escape_glob(word.value))
             if path is not None and path in self.written:
                 self.flag("run-written-file", command)
                 return

@@ -43,7 +43,7 @@ import bashlex
 import bashlex.errors
 
 from executor._core.commands import Exec, Shell
-from executor._core.errors import PolicyDenied
+from executor._core.errors import ShellParseError
 
 __all__ = [
     "INTERPRETERS",
@@ -56,6 +56,8 @@ __all__ = [
     "SimpleCommand",
     "Word",
     "command_name",
+    "escape_glob",
+    "glob_pattern",
     "is_interpreter",
     "parse_argv",
     "parse_command",
@@ -158,25 +160,6 @@ def command_name(value: str) -> str:
     return posixpath.basename(value) if "/" in value else value
 
 
-class ShellParseError(PolicyDenied):
-    """A script could not be parsed, so no policy can say what it would run; it is refused.
-
-    Attributes:
-        reason: What went wrong, in words.
-
-    """
-
-    rule = "unparseable-script"
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(
-            f'refused by rule "unparseable-script": the script could not be parsed ({reason}), '
-            "so no policy can tell what it would run; rewrite it in plainer shell "
-            "(no case, [[ ]], select or coproc)"
-        )
-        self.reason = reason
-
-
 # --- values --------------------------------------------------------------------
 
 
@@ -216,7 +199,8 @@ _HOME_PARAMETER = re.compile(r"\$(?:HOME|\{HOME(?:[^A-Za-z0-9_][^}]*)?\})")
 _SEQUENCE = re.compile(r"(-?\d+|[A-Za-z])\.\.(-?\d+|[A-Za-z])(?:\.\.(-?\d+))?")
 
 
-def _escape_glob(text: str) -> str:
+def escape_glob(text: str) -> str:
+    """`text` as a glob that matches it literally: each of `*?[` in brackets."""
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
@@ -307,7 +291,7 @@ class Word:
         becomes `*` (it could be anything); quoted pattern characters are
         escaped; unquoted globs are kept.
         """
-        return tuple(_pattern(parts) for parts in self.alternatives())
+        return tuple(glob_pattern(parts) for parts in self.alternatives())
 
     def fragments(self) -> tuple[str, ...]:
         """Patterns of the pieces between unquoted expansions, which word splitting can separate.
@@ -320,21 +304,22 @@ class Word:
             current: list[Part] = []
             for part in parts:
                 if part.kind in _EXPANSIONS and not part.quoted:
-                    pieces.append(_pattern(tuple(current)))
+                    pieces.append(glob_pattern(tuple(current)))
                     # $HOME starts a piece that is the home folder: `x${IFS}$HOME`.
                     home = part.kind == "parameter" and _HOME_PARAMETER.fullmatch(part.text)
                     current = [part] if home else []
                 else:
                     current.append(part)
-            pieces.append(_pattern(tuple(current)))
+            pieces.append(glob_pattern(tuple(current)))
         return tuple(piece for piece in pieces if piece)
 
 
-def _pattern(parts: tuple[Part, ...]) -> str:
+def glob_pattern(parts: tuple[Part, ...]) -> str:
+    """The glob a word's `parts` stand for: literal text escaped, run-time expansions as `*`."""
     out: list[str] = []
     for index, part in enumerate(parts):
         if part.kind == "text":
-            out.append(_escape_glob(part.text))
+            out.append(escape_glob(part.text))
         elif part.kind == "glob":
             out.append(part.text)
         elif part.kind == "tilde":
@@ -342,7 +327,7 @@ def _pattern(parts: tuple[Part, ...]) -> str:
         elif part.kind == "parameter" and index == 0 and _HOME_PARAMETER.fullmatch(part.text):
             out.append("~")
         elif part.kind == "brace":
-            out.append(_escape_glob(part.text))
+            out.append(escape_glob(part.text))
         else:
             out.append("*")
     return "".join(out)

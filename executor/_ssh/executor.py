@@ -47,6 +47,7 @@ from executor._core.base import (
     file_failure,
     non_negative,
 )
+from executor._core.cleanup import run_to_completion
 from executor._core.commands import (
     Command,
     ReadFile,
@@ -55,8 +56,8 @@ from executor._core.commands import (
 )
 from executor._core.errors import ExecutorError, TimedOut
 from executor._core.output import CommandOutput, OutputBuffer, Stdout
+from executor._core.proc import TREE_VARIABLE
 from executor._files.walk import normalise_extensions
-from executor._local.process import TREE_VARIABLE, run_to_completion
 
 if TYPE_CHECKING:
     import asyncssh

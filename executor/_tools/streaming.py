@@ -94,10 +94,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from executor._core.errors import CommandError, InvalidArgument, PolicyDenied
 from executor._core.output import CommandOutput, Stderr, Stdout
 from executor._core.stdin import Bytes, Resize, Signal, StdinEvent, Text, UnixSignal
-from executor._journal.journal import IdempotencyKey, Journal, OnInterrupted, optional_key
-from executor._policies.idempotent import ReplayHandle, ToolRecorder
+from executor._journal import IdempotencyKey, Journal, OnInterrupted, optional_key
 from executor._policies.verdict import Verdict
 from executor._tools.events import EventSequencer, ToolCancelled, ToolEvent, ToolStreamError
+from executor._tools.replay import ReplayHandle, ToolRecorder
 from executor._tools.tools import convert, json_schema
 
 __all__ = [

@@ -6,8 +6,7 @@ import abc
 import inspect
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias, TypeVar
 
 import anyio
 import attrs
@@ -26,6 +25,7 @@ from executor._core.commands import (
 from executor._core.commands import _timeout as _timeout_seconds
 from executor._core.errors import CommandError, ExecutorError, NonZeroExit
 from executor._core.output import Chunk, CommandOutput, Stderr
+from executor._core.resource import AsyncResource
 
 if TYPE_CHECKING:
     from executor._core.session import ProcessSession
@@ -116,7 +116,7 @@ class LoadedFile:
     content: str
 
 
-class ToolExecutor(abc.ABC):
+class ToolExecutor(AsyncResource):
     """Runs commands somewhere: a backend implements `exec_cmd` and `stream_files`.
 
     Everything else has a default built on those two: streaming that reports
@@ -212,19 +212,12 @@ class ToolExecutor(abc.ABC):
         """
         return policy(self, *args, **kwargs)
 
-    async def aclose(self) -> None:  # noqa: B027 (most executors hold nothing)
-        """Release what the executor holds and end every process it started."""
+    async def aclose(self) -> None:
+        """Release what the executor holds and end every process it started.
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+        A second call does nothing. Most executors hold nothing, so this
+        default has nothing to do.
+        """
 
 
 DEFAULT_OUTPUT_LIMIT = 32 << 20

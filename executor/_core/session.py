@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
@@ -32,6 +33,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from executor._core.cleanup import run_to_completion
 from executor._core.errors import ExecutorError, NonZeroExit
 from executor._core.output import Chunk, CommandOutput
+from executor._core.resource import AsyncChunks
 from executor._core.stdin import Bytes, Resize, Signal, StdinEvent, Text, UnixSignal
 
 __all__ = ["CHUNK_BUFFER", "ProcessSession", "SessionChunk", "WrappedSession"]
@@ -59,7 +61,7 @@ class SessionChunk:
     time: float
 
 
-class ProcessSession(abc.ABC):
+class ProcessSession(AsyncChunks[SessionChunk], abc.ABC):
     """A command started by `ToolExecutor.start`; enter it (`async with`) to run it.
 
     Entering starts the process (a failure to start raises there, as
@@ -162,7 +164,7 @@ class ProcessSession(abc.ABC):
     async def _terminate(self, grace: float | None = None) -> None:
         """Kill the command's whole tree: SIGTERM, `grace` seconds (or the default), SIGKILL."""
 
-    async def _release(self) -> None:  # noqa: B027 (most sessions hold nothing more)
+    async def _release(self) -> None:
         """Free what the session still holds, after the process and its tasks are gone."""
 
     # The lifecycle.
@@ -216,15 +218,6 @@ class ProcessSession(abc.ABC):
         """End what still runs as the block is left, whatever cancels the caller."""
         # Also after the exit: background processes the command left.
         await run_to_completion(self._terminate)
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionChunk:
-        chunk = await self.next_chunk()
-        if chunk is None:
-            raise StopAsyncIteration
-        return chunk
 
     async def next_chunk(self) -> SessionChunk | None:
         """The next chunk of output; `None` once the output has ended (or after `cancel()`)."""
@@ -412,8 +405,7 @@ class WrappedSession(ProcessSession):
         try:
             await self.inner.__aenter__()
         except BaseException as error:
-            with anyio.CancelScope(shield=True):
-                await self._failed(error)
+            await run_to_completion(functools.partial(self._failed, error))
             raise
 
     async def _run(self) -> CommandOutput:
@@ -433,8 +425,7 @@ class WrappedSession(ProcessSession):
                 for chunk in await self._flush():
                     await self._deliver(chunk)
         except BaseException as error:
-            with anyio.CancelScope(shield=True):
-                await self._failed(error)
+            await run_to_completion(functools.partial(self._failed, error))
             raise
         return await self._ended(output)
 

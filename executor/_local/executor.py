@@ -27,6 +27,7 @@ from executor._core.base import (
     file_failure,
     report_failure,
 )
+from executor._core.cleanup import run_to_completion
 from executor._core.commands import (
     Command,
     ReadFile,
@@ -262,10 +263,16 @@ class LocalExecutor(CommandRunner):
             os.close(root)
 
     async def aclose(self) -> None:
-        """Kill every process this executor started that still runs, then refuse new commands."""
+        """Kill every process this executor started that still runs, then refuse new commands.
+
+        A second call finds nothing left to end. The whole of it runs to its
+        end whatever cancels the caller.
+        """
         self._closed = True
-        with anyio.CancelScope(shield=True):
-            await kill_tree(f"{self._id}/", prefix=True, grace=self.kill_grace, since=self._created)
+        await run_to_completion(self._end_all)
+
+    async def _end_all(self) -> None:
+        await kill_tree(f"{self._id}/", prefix=True, grace=self.kill_grace, since=self._created)
         launchers, self._launchers = self._launchers, {}
         for launcher in launchers.values():
             launcher.close()
@@ -621,9 +628,12 @@ class LocalExecutor(CommandRunner):
 
     async def _write_file(self, cmd: WriteFile, sink: Sink | None) -> CommandOutput:
         # Writes are not abandoned on timeout or cancellation: a write reported
-        # as failed must not land later. They are bounded by the content size.
+        # as failed must not land later, and no temporary file may stay behind.
+        # The thread is awaited to its end whatever cancels the caller (asyncio's
+        # native cancel too); they are bounded by the content size.
         started = anyio.current_time()
-        try:
+
+        async def write() -> None:
             if self.confine:
                 shown = self._shown(cmd, cmd.path)
                 relative = self._beneath(shown, cmd.current_dir, cmd.path)
@@ -638,6 +648,9 @@ class LocalExecutor(CommandRunner):
                 await anyio.to_thread.run_sync(
                     write_atomically, self.resolve(cmd, cmd.path), cmd.content
                 )
+
+        try:
+            await run_to_completion(write)
         except OSError as error:
             raise await file_failure(cmd.path, error, started, sink) from error
         return CommandOutput(duration=anyio.current_time() - started)

@@ -65,6 +65,7 @@ import anyio
 import attrs
 import psutil
 
+from executor._core.cleanup import run_to_completion
 from executor._core.commands import StrPath
 from executor._core.errors import ExecutorError
 from executor._core.proc import proc_stat
@@ -829,12 +830,16 @@ class SandboxServer:
         assert self._pidfd is not None
         self._control.close()
         _close_all(self._spares)
-        with anyio.CancelScope(shield=True):
+        pidfd = self._pidfd
+
+        async def stop() -> None:
             with anyio.move_on_after(_STOP_TIMEOUT):
-                await anyio.wait_readable(self._pidfd)
+                await anyio.wait_readable(pidfd)
             with contextlib.suppress(ProcessLookupError):
-                signals.pidfd_send_signal(self._pidfd, signals.SIGKILL)
-            await anyio.wait_readable(self._pidfd)
+                signals.pidfd_send_signal(pidfd, signals.SIGKILL)
+            await anyio.wait_readable(pidfd)
+
+        await run_to_completion(stop)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self._pid, 0)  # noqa: ASYNC222 (exited: the pidfd said so)
         os.close(self._pidfd)

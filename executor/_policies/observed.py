@@ -9,6 +9,7 @@ command. When `opentelemetry-api` is importable, each command also gets a span.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import inspect
 import time
@@ -20,6 +21,7 @@ import anyio
 import attrs
 
 from executor._core.base import Sink, ToolExecutor, call_sink
+from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command
 from executor._core.errors import CommandError, outcome_of
 from executor._core.output import Chunk, CommandOutput, OutputBuffer
@@ -191,8 +193,9 @@ class Observed(WrappedExecutor):
         except _ObserverFailed as failed:
             raise failed.error from None
         except BaseException as error:
-            with anyio.CancelScope(shield=True):
-                await call.failed(error, cancelled=not isinstance(error, Exception))
+            await run_to_completion(
+                functools.partial(call.failed, error, cancelled=not isinstance(error, Exception))
+            )
             raise
         return _ObservedSession(session, call)
 
@@ -213,8 +216,11 @@ class Observed(WrappedExecutor):
                 except _ObserverFailed:
                     raise
                 except BaseException as error:
-                    with anyio.CancelScope(shield=True):
-                        await call.failed(error, cancelled=not isinstance(error, Exception))
+                    await run_to_completion(
+                        functools.partial(
+                            call.failed, error, cancelled=not isinstance(error, Exception)
+                        )
+                    )
                     raise
                 await call.finished("ok", output.exit_code, None, len(output))
                 return output

@@ -7,6 +7,7 @@ each other, with `ScopedExecutor`, `ReadOnly`, and the parsed-command rules.
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import os
 import shlex
@@ -18,6 +19,7 @@ import anyio
 import attrs
 
 from executor._core.base import Sink, ToolExecutor, call_sink
+from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command, Exec, ReadFile, Shell, WriteFile
 from executor._core.errors import CommandError, PolicyDenied, outcome_of
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
@@ -402,8 +404,7 @@ class Audit(WrappedExecutor):
         try:
             session = await self.inner.start(cmd, pty=pty)
         except BaseException as error:
-            with anyio.CancelScope(shield=True):
-                await call.failed(error)
+            await run_to_completion(functools.partial(call.failed, error))
             raise
         return _AuditedSession(session, call)
 
@@ -416,8 +417,7 @@ class Audit(WrappedExecutor):
             else:
                 output = await self.inner.exec_cmd_streaming(cmd, sink)
         except BaseException as error:
-            with anyio.CancelScope(shield=True):
-                await call.failed(error)
+            await run_to_completion(functools.partial(call.failed, error))
             raise
         await call.ended(output)
         return output

@@ -35,6 +35,7 @@ import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from executor._core.cleanup import run_to_completion
 from executor._core.errors import ToolCancelled, ToolStreamError
 
 __all__ = [
@@ -406,13 +407,15 @@ async def bridge(
                 raise event.error
     except anyio.get_cancelled_exc_class():
         if not finished:
-            with anyio.CancelScope(shield=True) as scope:
-                scope.deadline = anyio.current_time() + _CANCEL_PUBLISH_GRACE
-                await fail(ToolCancelled(f"call {call_id} was cancelled before it finished"))
+
+            async def publish_cancelled() -> None:
+                with anyio.move_on_after(_CANCEL_PUBLISH_GRACE):
+                    await fail(ToolCancelled(f"call {call_id} was cancelled before it finished"))
+
+            await run_to_completion(publish_cancelled)
         raise
     finally:
         close = getattr(iterator, "aclose", None)
         if close is not None:
             # The source may hold a session open; end it even when cancelled.
-            with anyio.CancelScope(shield=True):
-                await close()
+            await run_to_completion(close)

@@ -516,7 +516,7 @@ def sandbox_servers() -> list[int]:
     return [
         child.pid
         for child in psutil.Process().children()
-        if "_sandbox_server.py" in " ".join(child.cmdline()) and alive(child.pid)
+        if "_local/sandbox_server.py" in " ".join(child.cmdline()) and alive(child.pid)
     ]
 
 

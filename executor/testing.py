@@ -11,12 +11,14 @@ A backend supplies fixtures and inherits the tests::
 working directory starts empty, and `anyio_backend`. It talks to the executor
 only through its own interface, so it runs unchanged against a container or a
 remote host. `SessionContract` states the same of `start()` sessions, and
-`ReadOnlyContract` of read-only executors. Requires pytest and anyio's pytest
-plugin (`executor[test]`).
+`ReadOnlyContract` of read-only executors, and `LifecycleContract` how a
+backend ends what it started (cancelled twice, closed twice, by the clock).
+Requires pytest and anyio's pytest plugin (`executor[test]`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import itertools
 import os
@@ -28,6 +30,7 @@ from typing import TypeAlias
 
 import anyio
 import pytest
+import sniffio
 
 from executor._core.base import LoadedFile, ToolExecutor
 from executor._core.commands import Command, ReadFile, StrPath, WriteFile
@@ -36,10 +39,14 @@ from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.session import ProcessSession
 from executor._core.stdin import Bytes, Resize, Signal, Text, UnixSignal
 from executor._local.executor import LocalExecutor
+from executor._policies.observed import CommandCancelled, CommandEvent, CommandFinished, Observed
+from executor._policies.policies import Audit, AuditEvent, AuditRecord
 
 __all__ = [
     "ExecutorContract",
+    "ExecutorFactory",
     "FakeExecutor",
+    "LifecycleContract",
     "LocalFixtures",
     "ReadOnlyContract",
     "SessionContract",
@@ -626,3 +633,188 @@ class SessionContract:
         # Killed by SIGINT: a local backend sees the signal; one that learns
         # only the exit status through a shell sees 128 + 2.
         assert output.signal == int(UnixSignal.SIGINT) or output.exit_code == 130
+
+
+ExecutorFactory: TypeAlias = Callable[..., ToolExecutor]
+"""Makes a new, unentered executor of the backend under test, in an empty folder.
+
+Takes the backend's keyword options; the lifecycle contract passes `kill_grace`.
+"""
+
+# A tree that ignores SIGTERM, so that killing it takes the whole grace period,
+# and keeps a heartbeat: two processes (the shell and a background child) each
+# append to `beat` every 50 ms. A file that stops growing proves both are gone,
+# seen through the executor alone, on any backend.
+_HEARTBEAT = (
+    "trap '' TERM; "
+    "(while :; do echo b >> beat; sleep 0.05; done) & "
+    "while :; do echo a >> beat; sleep 0.05; done"
+)
+
+
+async def _size(executor: ToolExecutor, path: str) -> int:
+    try:
+        return len((await executor.exec_cmd(Command.read_file(path))).stdout)
+    except NonZeroExit:
+        return 0
+
+
+async def _assert_still(executor: ToolExecutor, path: str, *, settle: float = 0.5) -> None:
+    """`path` stops growing: nothing the command started still writes to it."""
+    before = await _size(executor, path)
+    await anyio.sleep(settle)
+    after = await _size(executor, path)
+    assert after == before, f"{path} grew from {before} to {after} bytes: a process survived"
+
+
+async def _cut_off(
+    run: Callable[[], Awaitable[object]],
+    ready: Callable[[], Awaitable[object]],
+    *,
+    again: float | None,
+) -> None:
+    """Run `run`; once `ready()` returns, cancel it, and every `again` s until it ends.
+
+    On asyncio the task is cancelled natively, as `asyncio.wait_for` and
+    `TaskGroup` do, which a bare anyio shield does not hold off: the cancels
+    that keep coming land in whatever cleanup is under way (the kill, the
+    records). Elsewhere an inner cancel scope is cancelled, then an outer one.
+    `again=None` cancels once.
+    """
+    if sniffio.current_async_library() == "asyncio":
+        import asyncio
+
+        task = asyncio.ensure_future(run())
+        with anyio.fail_after(20):
+            await ready()
+        with anyio.fail_after(30):
+            task.cancel()
+            while again is not None and not task.done():
+                await anyio.sleep(again)
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        return
+    outer, inner = anyio.CancelScope(), anyio.CancelScope()
+
+    async def victim() -> None:
+        with outer, inner:
+            await run()
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(victim)
+            await ready()
+            inner.cancel()
+            if again is not None:
+                await anyio.sleep(again)
+                outer.cancel()
+
+
+@pytest.mark.anyio
+class LifecycleContract:
+    """How every backend ends what it started: under cancellation, on close, by the clock.
+
+    Needs the fixture `executor_factory` (see `ExecutorFactory`): each test
+    makes and closes its own executors, with the `kill_grace` it needs. Like
+    `ExecutorContract` it sees the backend only through the executor's own
+    interface, so it runs against a container, a sandbox or a remote host.
+    """
+
+    async def test_a_second_cancel_during_the_kill_leaves_nothing_and_records_the_end(
+        self, executor_factory: ExecutorFactory
+    ) -> None:
+        """Cancelled twice while its tree is killed: no survivor, Audit's END and Observed's end."""
+        records: list[AuditRecord] = []
+        events: list[CommandEvent] = []
+
+        # Slow to record an end, so that a cancel lands while they do.
+        async def record(record: AuditRecord) -> None:
+            if record.event is AuditEvent.END:
+                await anyio.sleep(0.3)
+            records.append(record)
+
+        async def observe(event: CommandEvent) -> None:
+            if isinstance(event, CommandCancelled | CommandFinished):
+                await anyio.sleep(0.3)
+            events.append(event)
+
+        async with executor_factory(kill_grace=1.0) as executor:
+            watched = Observed(Audit(executor, record), observe, tracing=False)
+
+            async def run() -> None:
+                await watched.exec_cmd(Command.shell(_HEARTBEAT))
+
+            async def beating() -> None:
+                while not await _size(executor, "beat"):
+                    await anyio.sleep(0.05)
+
+            # Cancels land inside the kill's grace period (1 s) and in the records.
+            await _cut_off(run, beating, again=0.1)
+            await _assert_still(executor, "beat")
+        ends = [record for record in records if record.event is AuditEvent.END]
+        assert [record.outcome for record in ends] == ["cancelled"], records
+        assert [type(event) for event in events][-1] in (CommandCancelled, CommandFinished)
+
+    async def test_aclose_twice_is_harmless(self, executor_factory: ExecutorFactory) -> None:
+        """`aclose()` inside the block, then on leaving it, and twice at once: no error."""
+        async with executor_factory(kill_grace=0.2) as executor:
+            await executor.exec_cmd(Command.shell("true"))
+            await executor.aclose()
+        await executor.aclose()
+        async with executor_factory(kill_grace=0.2) as executor:
+            await executor.exec_cmd(Command.shell("true"))
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(executor.aclose)
+                tasks.start_soon(executor.aclose)
+
+    async def test_kill_grace_is_wall_time(self, executor_factory: ExecutorFactory) -> None:
+        """A TERM-ignoring command returns within kill_grace + 0.3 s of its timeout."""
+        grace = 1.0
+        async with executor_factory(kill_grace=grace) as executor:
+            cmd = Command.shell("trap '' TERM; sleep 30").with_timeout(0.5)
+            started = time.monotonic()
+            with pytest.raises(TimedOut):
+                await executor.exec_cmd(cmd)
+            past_timeout = time.monotonic() - started - 0.5
+        assert past_timeout <= grace + 0.3, f"returned {past_timeout:.2f} s after the timeout"
+
+    async def test_a_signal_death_reports_the_signal(
+        self, executor_factory: ExecutorFactory
+    ) -> None:
+        """A command killed by SIGKILL says so: `.signal` 9 and exit code 137, as a shell says."""
+        async with executor_factory(kill_grace=0.2) as executor:
+            with pytest.raises(NonZeroExit) as caught:
+                await executor.exec_cmd(Command.shell("echo before; kill -9 $$"))
+        output = caught.value.output
+        assert (output.signal, output.exit_code, output.stdout) == (9, 137, b"before\n")
+        assert "SIGKILL" in caught.value.message
+
+    @pytest.mark.parametrize("how", ["cancel", "timeout"])
+    async def test_a_cut_off_write_leaves_no_temporary_file(
+        self, executor_factory: ExecutorFactory, how: str
+    ) -> None:
+        """A write_file cut off by a cancel or a timeout leaves the old or the whole new file."""
+        new = os.urandom(32 << 20)
+        async with executor_factory(kill_grace=0.2) as executor:
+            await executor.exec_cmd(Command.write_file("target.bin", b"old"))
+            write = Command.write_file("target.bin", new)
+            if how == "cancel":
+
+                async def run() -> None:
+                    await executor.exec_cmd(write)
+
+                await _cut_off(run, lambda: anyio.sleep(0.02), again=None)
+            else:
+                with contextlib.suppress(TimedOut):
+                    await executor.exec_cmd(write.with_timeout(0.02))
+            # As the call returns, and later: what it left does not change after it.
+            seen = []
+            for _ in range(2):
+                listing = await executor.exec_cmd(Command.shell("ls -A"))
+                content = (await executor.exec_cmd(Command.read_file("target.bin"))).stdout
+                seen.append((listing.stdout, len(content)))
+                await anyio.sleep(0.5)
+        assert seen[0][0] == b"target.bin\n", seen
+        assert content in (b"old", new), f"target holds {len(content)} bytes"
+        assert seen[0] == seen[1], f"the write went on after the call returned: {seen}"

@@ -40,7 +40,7 @@ from executor import (
 )
 from executor._cli.main import main
 from executor._core.proc import proc_stat
-from executor._journal.journal import decode_chunks, encode_chunks
+from executor._journal.codec import decode_chunks, encode_chunks
 
 LIMIT = 30.0
 

@@ -10,35 +10,39 @@ through `run_to_completion` instead.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import anyio
 import sniffio
 
 __all__ = ["run_to_completion"]
 
+T = TypeVar("T")
 
-async def run_to_completion(cleanup: Callable[[], Awaitable[None]]) -> None:
+
+async def run_to_completion(cleanup: Callable[[], Awaitable[T]]) -> T:
     """Run `cleanup` to its end whatever cancels the caller, then let the cancellation on.
 
-    An anyio shield holds off anyio's cancellation; on asyncio it does not hold
-    off a native `Task.cancel()` (`asyncio.wait_for`, `TaskGroup`), so there
-    the cleanup runs in a task of its own and is awaited through
-    `asyncio.shield` until it is done.
+    Returns what `cleanup` returns (when nothing cancelled the caller) and
+    raises what it raises. An anyio shield holds off anyio's cancellation;
+    on asyncio it does not hold off a native `Task.cancel()`
+    (`asyncio.wait_for`, `TaskGroup`), so there the cleanup runs in a task of
+    its own and is awaited through `asyncio.shield` until it is done, however
+    often the caller is cancelled meanwhile.
     """
     with anyio.CancelScope(shield=True):
         if sniffio.current_async_library() != "asyncio":
-            await cleanup()
-            return
+            return await cleanup()
         import asyncio
 
-        async def wrapped() -> None:
-            await cleanup()
+        async def wrapped() -> T:
+            return await cleanup()
 
         task = asyncio.ensure_future(wrapped())
         cancelled = False
         while True:
             try:
-                await asyncio.shield(task)
+                result = await asyncio.shield(task)
             except asyncio.CancelledError:
                 if task.done():
                     raise
@@ -47,3 +51,4 @@ async def run_to_completion(cleanup: Callable[[], Awaitable[None]]) -> None:
             break
     if cancelled:
         raise asyncio.CancelledError
+    return result

@@ -1,4 +1,4 @@
-"""Idempotency keys and the journal that answers a repeated run from its recorded final.
+"""The SQLite journal: one file in WAL mode, every change one transaction, shared by processes.
 
 ```python
 journal = SqliteJournal("runs.sqlite3")
@@ -8,31 +8,10 @@ output = await push.exec_cmd(Command.shell("git push"))  # runs once
 output = await push.exec_cmd(Command.shell("git push"))  # answered from the journal
 ```
 
-The life of a key in the journal:
-
-- **claimed**: a run under the key is recorded, with the process that owns
-  it, *before* any work begins;
-- **final**: the run ended and its outcome is recorded (the output, or the
-  error it raised); every later start with the key returns that outcome
-  without running anything;
-- **running**: claimed by a process that is still alive; a second start
-  with the key waits for its final instead of running it again;
-- **interrupted**: claimed, no final, and its owner is gone (killed, crashed,
-  or cancelled mid-run). Whether the work took effect is unknown, so the
-  caller chooses: `on_interrupted="fail"` raises `RunInterrupted`,
-  `"rerun"` runs it again under the same key. The claim and the final are
-  two commits with the work between them, so a crash in either gap also
-  leaves the key interrupted: after the claim but before the command
-  started (nothing ran), or after the command ended but before its final
-  was recorded (it ran to the end). The journal cannot tell these apart
-  from a crash mid-command; it never takes any of them for "not run".
-
-`SqliteJournal` is the embedded default: one SQLite file in WAL mode, every
-change one transaction, claims taken under `BEGIN IMMEDIATE`, so several
-processes on one machine can share it and a crash at any instant leaves it
-consistent. A process's liveness is judged by its pid, its start time, its
-pid namespace and the machine's boot id, so a reused pid or a reboot is not
-mistaken for the owner.
+`SqliteJournal` is the embedded default `Journal`: claims are taken under
+`BEGIN IMMEDIATE`, so several processes on one machine can share the file
+and a crash at any instant leaves it consistent. Whether a run's owner is
+still alive is judged by `executor._journal.liveness`.
 """
 
 from __future__ import annotations
@@ -45,488 +24,26 @@ import os
 import random
 import secrets
 import sqlite3
-import struct
 import threading
 import time
 import typing
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
-from uuid import UUID
+from typing import Any, Literal, TypeVar
 
 import anyio
-import anyio.lowlevel
+import anyio.to_thread
 import attrs
 
-from executor._core.errors import (
-    CommandError,
-    ExecutorError,
-    InvalidArgument,
-    JournalError,
-    NonZeroExit,
-    PolicyDenied,
-    RunInterrupted,
-    TimedOut,
-    ToolCancelled,
-    ToolStreamError,
-)
-from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
-from executor._core.proc import proc_stat
-
-__all__ = [
-    "DEFAULT_MAX_AGE",
-    "Claim",
-    "IdempotencyKey",
-    "Journal",
-    "JournalEntry",
-    "JournalError",
-    "OnInterrupted",
-    "Outcome",
-    "RunInterrupted",
-    "SqliteJournal",
-    "acquire",
-    "default_journal_path",
-    "optional_key",
-    "settle",
-]
+from executor._core.errors import JournalError
+from executor._core.output import CommandOutput
+from executor._journal.codec import Outcome, decode_chunks, encode_chunks
+from executor._journal.keys import IdempotencyKey
+from executor._journal.liveness import THIS_PROCESS, Owner
+from executor._journal.protocol import Claim, EntryState, JournalEntry
 
 T = TypeVar("T")
 
-OnInterrupted: TypeAlias = Literal["fail", "rerun"]
-"""What to do with a key whose run started and never finished."""
-
-EntryState: TypeAlias = Literal["running", "interrupted", "final"]
-ClaimStatus: TypeAlias = Literal["run", "rerun", "final", "running", "interrupted"]
-
-
-# --- keys -----------------------------------------------------------------------------
-
-_VERSION_7 = 7
-
-
-class _Clock:
-    """The state behind monotonic UUID v7 keys in this process.
-
-    RFC 9562 method 2 ("monotonic random"): within one millisecond the 74
-    random bits are the last key's plus a random increment, so keys made in
-    one millisecond still sort in the order they were made; when they would
-    overflow, the timestamp moves on by a millisecond.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.reset()
-
-    def reset(self) -> None:
-        self.last_ms = -1
-        self.last_random = 0
-
-    def next(self) -> int:
-        with self.lock:
-            now_ms = time.time_ns() // 1_000_000
-            if now_ms > self.last_ms:
-                self.last_ms = now_ms
-                self.last_random = int.from_bytes(secrets.token_bytes(10)) >> 6
-            else:
-                # The clock has not moved (or went back): count on from the last key.
-                self.last_random += 1 + secrets.randbelow(1 << 31)
-                if self.last_random >= 1 << 74:
-                    self.last_ms += 1
-                    self.last_random = int.from_bytes(secrets.token_bytes(10)) >> 7
-            rand_a = self.last_random >> 62
-            rand_b = self.last_random & ((1 << 62) - 1)
-            return (
-                (self.last_ms & ((1 << 48) - 1)) << 80
-                | _VERSION_7 << 76
-                | rand_a << 64
-                | 0b10 << 62
-                | rand_b
-            )
-
-
-_CLOCK = _Clock()
-
-
-def _key_uuid(value: object) -> uuid.UUID:
-    if isinstance(value, IdempotencyKey):
-        return value.uuid
-    if isinstance(value, uuid.UUID):
-        parsed = value
-    elif isinstance(value, str):
-        try:
-            parsed = uuid.UUID(value.strip())
-        except ValueError:
-            raise InvalidArgument(value, "an idempotency key must be a UUID") from None
-    else:
-        raise InvalidArgument(value, "an idempotency key must be a UUID string")
-    if parsed.variant != uuid.RFC_4122:
-        raise InvalidArgument(
-            value, "an idempotency key must be a UUID version 7 (this UUID is not RFC 9562)"
-        )
-    if parsed.version != _VERSION_7:
-        raise InvalidArgument(
-            value, f"an idempotency key must be a UUID version 7 (got version {parsed.version})"
-        )
-    return parsed
-
-
-@attrs.frozen(order=True)
-class IdempotencyKey:
-    """A UUID v7 (RFC 9562) naming one run: time-ordered, unique, safe to store and send.
-
-    `IdempotencyKey.new()` makes one; keys made later sort later, also
-    within one millisecond of one process. `IdempotencyKey(text)` parses
-    one, and `str(key)` is its canonical text.
-
-    Raises:
-        InvalidArgument: The value is not a UUID, or not of version 7.
-    """
-
-    uuid: UUID = attrs.field(converter=_key_uuid)
-
-    @classmethod
-    def new(cls) -> IdempotencyKey:
-        """A fresh key, later than every key this process made before."""
-        return cls(uuid.UUID(int=_CLOCK.next()))
-
-    @classmethod
-    def parse(cls, value: str | UUID | IdempotencyKey) -> IdempotencyKey:
-        """The key in `value`, which may be one already.
-
-        Raises:
-            InvalidArgument: `value` is not a UUID of version 7.
-        """
-        if isinstance(value, IdempotencyKey):
-            return value
-        return cls(value)
-
-    @property
-    def unix_ms(self) -> int:
-        """Its 48-bit timestamp: milliseconds since 1970 (UTC)."""
-        return self.uuid.int >> 80
-
-    @property
-    def created(self) -> datetime.datetime:
-        """When the key was made (its timestamp), in UTC.
-
-        Raises:
-            ValueError: The timestamp lies after the year 9999, which a
-                48-bit millisecond count can reach but `datetime` cannot.
-        """
-        try:
-            return datetime.datetime.fromtimestamp(self.unix_ms / 1000, tz=datetime.UTC)
-        except (ValueError, OverflowError):
-            raise ValueError(f"the key {self} has a timestamp after the year 9999") from None
-
-    def __str__(self) -> str:
-        return str(self.uuid)
-
-
-def optional_key(value: str | UUID | IdempotencyKey | None) -> IdempotencyKey | None:
-    """The key in `value`, or `None` (a converter for optional key fields)."""
-    return None if value is None else IdempotencyKey.parse(value)
-
-
-if hasattr(os, "register_at_fork"):
-    # A forked child must not count on from its parent's last key: both would
-    # make the same keys in the same millisecond.
-    os.register_at_fork(after_in_child=_CLOCK.reset)
-
-
-# --- errors ---------------------------------------------------------------------------
-
-
-# --- outcomes -------------------------------------------------------------------------
-
-# Each kind names the error a repeat raises again; a subclass the journal does
-# not know is stored as the nearest of these, most specific first.
-_ERROR_KINDS: tuple[tuple[str, type[CommandError]], ...] = (
-    ("TimedOut", TimedOut),
-    ("NonZeroExit", NonZeroExit),
-    ("JournalError", JournalError),
-    ("PolicyDenied", PolicyDenied),
-    ("ExecutorError", ExecutorError),
-    ("ToolCancelled", ToolCancelled),
-    ("ToolStreamError", ToolStreamError),
-    ("CommandError", CommandError),
-)
-_REPLAYED: dict[str, type[CommandError]] = dict(_ERROR_KINDS)
-
-_STDOUT, _STDERR = 1, 2
-_CHUNK_HEAD = struct.Struct(">BI")
-
-
-def encode_chunks(chunks: Sequence[Chunk]) -> bytes:
-    """Chunks as bytes: for each, a stream byte and a 4-byte length, then the data."""
-    parts: list[bytes] = []
-    for chunk in chunks:
-        parts.append(
-            _CHUNK_HEAD.pack(_STDOUT if isinstance(chunk, Stdout) else _STDERR, len(chunk))
-        )
-        parts.append(chunk.data)
-    return b"".join(parts)
-
-
-def decode_chunks(data: bytes) -> tuple[Chunk, ...]:
-    """The chunks `encode_chunks` wrote.
-
-    Raises:
-        JournalError: The bytes are not what `encode_chunks` writes.
-    """
-    chunks: list[Chunk] = []
-    view = memoryview(data)
-    at = 0
-    while at < len(view):
-        if at + _CHUNK_HEAD.size > len(view):
-            raise JournalError("a stored output is cut short")
-        stream, size = _CHUNK_HEAD.unpack_from(view, at)
-        at += _CHUNK_HEAD.size
-        if stream not in (_STDOUT, _STDERR) or at + size > len(view):
-            raise JournalError("a stored output is damaged")
-        payload = bytes(view[at : at + size])
-        chunks.append(Stdout(payload) if stream == _STDOUT else Stderr(payload))
-        at += size
-    return tuple(chunks)
-
-
-@attrs.frozen(kw_only=True)
-class Outcome:
-    """How a run ended, as the journal keeps it: a value or output, or an error to raise again.
-
-    Attributes:
-        kind: `"ok"`, or the name of the error: `"NonZeroExit"`, `"TimedOut"`,
-            `"ExecutorError"`, `"ToolStreamError"`...
-        output: The command's output (for an error, the output it carried);
-            `None` for a streaming tool's final value.
-        message: The error's message.
-        timeout: The timeout of a `TimedOut`.
-        value: A streaming tool's final value, as JSON text.
-    """
-
-    kind: str = "ok"
-    output: CommandOutput | None = None
-    message: str | None = None
-    timeout: float | None = None
-    value: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """Whether the run succeeded."""
-        return self.kind == "ok"
-
-    @classmethod
-    def of_output(cls, output: CommandOutput) -> Outcome:
-        """The outcome of a command that succeeded."""
-        return cls(output=output)
-
-    @classmethod
-    def of_error(cls, error: CommandError) -> Outcome:
-        """The outcome of a run that raised `error`."""
-        kind = next(name for name, base in _ERROR_KINDS if isinstance(error, base))
-        return cls(
-            kind=kind,
-            output=error.output,
-            message=error.message,
-            timeout=error.timeout if isinstance(error, TimedOut) else None,
-        )
-
-    def error(self) -> CommandError:
-        """The error this outcome records, made again (of the same type).
-
-        Raises:
-            ValueError: The outcome is a success.
-        """
-        if self.ok:
-            raise ValueError("this outcome is a success, not an error")
-        output = self.output if self.output is not None else CommandOutput.empty()
-        if self.kind == "TimedOut":
-            return TimedOut(self.timeout if self.timeout is not None else math.nan, output)
-        cls = _REPLAYED.get(self.kind, CommandError)
-        return cls(self.message or f"the run failed ({self.kind})", output)
-
-    def replay(self) -> CommandOutput:
-        """The recorded output, or raise the recorded error again.
-
-        Raises:
-            CommandError: The recorded error (`NonZeroExit`, `TimedOut`...).
-        """
-        if not self.ok:
-            raise self.error()
-        return self.output if self.output is not None else CommandOutput.empty()
-
-
-@attrs.frozen(kw_only=True)
-class JournalEntry:
-    """What the journal holds about one key.
-
-    Attributes:
-        key: The key.
-        kind: `"command"` or `"tool"`.
-        name: What ran: the command line, or the tool's name.
-        fingerprint: A digest of exactly what ran; a key cannot be reused for
-            anything else.
-        state: `"running"` (its owner is alive), `"interrupted"` (started, no
-            final, owner gone) or `"final"`.
-        started: When the run first started (UTC).
-        finished: When its final was recorded, or `None`.
-        attempts: How many times it was started (more than one after reruns).
-        owner: The pid of the process that holds the run now, or `None`.
-        outcome: The final outcome, or `None` without a final.
-    """
-
-    key: IdempotencyKey
-    kind: str
-    name: str
-    fingerprint: str
-    state: EntryState
-    started: datetime.datetime
-    finished: datetime.datetime | None = None
-    attempts: int = 1
-    owner: int | None = None
-    outcome: Outcome | None = None
-
-
-@attrs.frozen(kw_only=True)
-class Claim:
-    """The journal's answer to a start.
-
-    Attributes:
-        status: `"run"` (recorded as started: run it now), `"rerun"` (an
-            interrupted run taken over: run it again), `"final"` (answer from
-            `entry.outcome`), `"running"` (another live process or task runs
-            it) or `"interrupted"` (started, no final, not taken over).
-        entry: The journal's entry for the key.
-        token: Identifies this claim to `complete` and `abandon` (with
-            `"run"` and `"rerun"`).
-    """
-
-    status: ClaimStatus
-    entry: JournalEntry
-    token: str | None = None
-
-
-@runtime_checkable
-class Journal(Protocol):
-    """Where runs under idempotency keys are recorded; `SqliteJournal` is the default.
-
-    Implementations must make `claim` atomic across every process that
-    shares the journal: of two claims racing on one new key, exactly one
-    gets `"run"`.
-    """
-
-    async def claim(
-        self,
-        key: IdempotencyKey,
-        *,
-        kind: str,
-        name: str,
-        fingerprint: str,
-        rerun_interrupted: bool = False,
-    ) -> Claim:
-        """Record a start under `key` unless the key has a run already; see `Claim`.
-
-        Raises:
-            JournalError: `key` was used for a run with another fingerprint.
-        """
-        ...
-
-    async def complete(self, claim: Claim, outcome: Outcome) -> None:
-        """Record the final outcome of the run `claim` started."""
-        ...
-
-    async def abandon(self, claim: Claim, *, ran: bool) -> None:
-        """Give up a claim without a final: interrupted if it `ran`, forgotten if not."""
-        ...
-
-    async def get(self, key: IdempotencyKey) -> JournalEntry | None:
-        """The entry for `key`, or `None`."""
-        ...
-
-
-# --- owners: which process holds a run, and is it alive --------------------------------
-
-
-def _boot_id() -> str:
-    """Which boot of which machine, and which pid namespace: `BOOT/NAMESPACE`.
-
-    A pid means something only within its namespace (a container has its own).
-    """
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            boot = f.read().strip()
-    except OSError:
-        # Not a boot time: it moves when the clock is set. Without a boot id a
-        # reboot goes unseen here, and the start time (below) tells owners apart.
-        boot = "boot-unknown"
-    try:
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        namespace = "pid:[?]"
-    return f"{boot}/{namespace}"
-
-
-@attrs.frozen
-class _Owner:
-    boot: str
-    pid: int
-    started: float  # clock ticks from boot to the process's start: see `_started`
-
-
-def _started(pid: int) -> float | None:
-    """When process `pid` started, in clock ticks since boot; `None` if it is gone or a zombie.
-
-    Ticks since boot, not a wall-clock time (as `psutil` gives): that is
-    computed from a boot time that moves when the clock is set, so two
-    processes reading it on either side of a clock step would disagree on
-    one start time, and a live owner would be taken for a reused pid.
-    """
-    stat = proc_stat(pid)
-    if stat is None or stat.state == "Z":
-        return None
-    return float(stat.start)
-
-
-class _Process:
-    """This process as an owner, and the claims its tasks hold right now."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self._me: _Owner | None = None
-        self.active: set[str] = set()
-
-    def me(self) -> _Owner:
-        if self._me is None or self._me.pid != os.getpid():
-            started = _started(os.getpid())
-            assert started is not None  # this process is running
-            self._me = _Owner(_boot_id(), os.getpid(), started)
-        return self._me
-
-    def alive(self, owner: _Owner, token: str | None) -> bool:
-        me = self.me()
-        if owner.boot != me.boot:
-            # Another boot: the machine rebooted since, and every process of
-            # then is gone. The same boot but another pid namespace (a
-            # container): its pid says nothing here. Taken for gone, its run
-            # could be run twice; taken for alive, a start waits for it
-            # (bounded by the caller's timeout) and a process in its namespace
-            # still sees it interrupted.
-            return owner.boot.partition("/")[0] == me.boot.partition("/")[0]
-        if owner.pid == me.pid and owner.started == me.started:
-            # Ours: alive while one of our tasks still holds the claim.
-            return token in self.active
-        # Another start time under the pid: the owner is gone, and the pid reused.
-        return _started(owner.pid) == owner.started
-
-
-_PROCESS = _Process()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_PROCESS.reset)
-
-
-# --- SQLite ---------------------------------------------------------------------------
 
 _SCHEMA_VERSION = 1
 _SCHEMA = (
@@ -676,6 +193,32 @@ def _utc(timestamp: float) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(timestamp, tz=datetime.UTC)
 
 
+def _result_code(error: sqlite3.Error) -> int:
+    """SQLite's primary result code of `error`: 0 for an error the sqlite3 module raises itself."""
+    return getattr(error, "sqlite_errorcode", 0) & 0xFF
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """End the transaction `conn` has open, if any, undoing it."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+def _rolled_back_on_error(
+    conn: sqlite3.Connection, function: Callable[[sqlite3.Connection], T]
+) -> T:
+    """`function(conn)`; if it raises, the transaction it left open is rolled back first.
+
+    Every way out of a call leaves the connection outside a transaction, so
+    the next call can begin its own.
+    """
+    try:
+        return function(conn)
+    except BaseException:
+        _roll_back(conn)
+        raise
+
+
 class SqliteJournal:
     """The journal in one SQLite file: WAL mode, one transaction per change, safe across processes.
 
@@ -800,11 +343,8 @@ class SqliteJournal:
                 self._set_up_once(conn)
                 return
             except sqlite3.OperationalError as error:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                # An error the sqlite3 module raises itself has no code: not a lock.
-                code = getattr(error, "sqlite_errorcode", 0) & 0xFF
-                if code not in (_SQLITE_BUSY, _SQLITE_LOCKED):
+                _roll_back(conn)
+                if _result_code(error) not in (_SQLITE_BUSY, _SQLITE_LOCKED):
                     raise
                 if time.monotonic() + pause > deadline:
                     raise
@@ -836,15 +376,13 @@ class SqliteJournal:
         with self._lock:
             conn = self._connection()
             try:
-                return function(conn)
+                return _rolled_back_on_error(conn, function)
             except sqlite3.Error as error:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise JournalError(f"the journal at {self.path} failed: {error}") from error
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+                raise self._failed(error) from error
+
+    def _failed(self, error: sqlite3.Error) -> JournalError:
+        """The `JournalError` to raise for an SQLite `error` in a call on the journal."""
+        return JournalError(f"the journal at {self.path} failed: {error}")
 
     def _fast_connection(self) -> sqlite3.Connection | None:
         """A second connection that never waits for a lock, once the file is set up."""
@@ -878,26 +416,17 @@ class SqliteJournal:
             if conn is None:
                 return False, None
             try:
-                return True, function(conn)
+                return True, _rolled_back_on_error(conn, function)
             except _WouldBlock:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
                 return False, None
-            except sqlite3.OperationalError as error:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if getattr(error, "sqlite_errorcode", 0) & 0xFF == _SQLITE_BUSY:
+            except sqlite3.Error as error:
+                if (
+                    isinstance(error, sqlite3.OperationalError)
+                    and _result_code(error) == _SQLITE_BUSY
+                ):
                     # Another process holds the write lock: wait for it in a thread.
                     return False, None
-                raise JournalError(f"the journal at {self.path} failed: {error}") from error
-            except sqlite3.Error as error:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise JournalError(f"the journal at {self.path} failed: {error}") from error
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+                raise self._failed(error) from error
         finally:
             self._fast_lock.release()
 
@@ -996,8 +525,8 @@ class SqliteJournal:
                 value=_text_out(value),
             )
             state = "final"
-        elif owner_pid is not None and _PROCESS.alive(
-            _Owner(owner_boot, owner_pid, owner_started), owner_token
+        elif owner_pid is not None and THIS_PROCESS.alive(
+            Owner(owner_boot, owner_pid, owner_started), owner_token
         ):
             state = "running"
         else:
@@ -1065,11 +594,11 @@ class SqliteJournal:
         fingerprint: str,
         rerun: bool,
     ) -> Claim:
-        me = _PROCESS.me()
+        me = THIS_PROCESS.me()
         token = secrets.token_hex(8)
         # Counted as ours before the commit: the moment another process can
         # see the claim, it must also see it alive.
-        _PROCESS.active.add(token)
+        THIS_PROCESS.hold(token)
         try:
             conn.execute("BEGIN IMMEDIATE")
             row = self._select(conn, str(key))
@@ -1110,7 +639,7 @@ class SqliteJournal:
                 )
             if entry.state != "interrupted" or not rerun:
                 conn.execute("ROLLBACK")
-                _PROCESS.active.discard(token)
+                THIS_PROCESS.release(token)
                 return Claim(status=entry.state, entry=entry)
             conn.execute(
                 "UPDATE runs SET attempts = attempts + 1, owner_boot = ?, owner_pid = ?, "
@@ -1121,7 +650,7 @@ class SqliteJournal:
             entry = attrs.evolve(entry, state="running", attempts=entry.attempts + 1, owner=me.pid)
             return Claim(status="rerun", entry=entry, token=token)
         except BaseException:
-            _PROCESS.active.discard(token)
+            THIS_PROCESS.release(token)
             raise
 
     async def complete(self, claim: Claim, outcome: Outcome) -> None:
@@ -1140,7 +669,7 @@ class SqliteJournal:
                 writes=_ROW_BYTES + size,
             )
         finally:
-            _PROCESS.active.discard(token)
+            THIS_PROCESS.release(token)
         if self.max_age is not None or self.max_entries is not None:
             now = time.monotonic()
             if self._pruned is None or now - self._pruned >= _PRUNE_EVERY:
@@ -1197,7 +726,7 @@ class SqliteJournal:
                 writes=_ROW_BYTES,
             )
         finally:
-            _PROCESS.active.discard(token)
+            THIS_PROCESS.release(token)
 
     @staticmethod
     def _abandon(conn: sqlite3.Connection, claim: Claim, token: str, ran: bool) -> None:
@@ -1314,73 +843,3 @@ def _token(claim: Claim) -> str:
     if claim.token is None:
         raise ValueError(f"this claim ({claim.status}) holds no run")
     return claim.token
-
-
-# --- starting a run under a key --------------------------------------------------------
-
-# How long a start waits between looks at a run another process holds.
-_WAIT_FIRST = 0.005
-_WAIT_MAX = 0.25
-
-
-async def acquire(
-    journal: Journal,
-    key: IdempotencyKey,
-    *,
-    kind: str,
-    name: str,
-    fingerprint: str,
-    on_interrupted: OnInterrupted,
-) -> Claim:
-    """Claim `key`, waiting while another process or task runs it.
-
-    Returns a claim with status `"run"`, `"rerun"` or `"final"`. A claim
-    taken is never lost to a cancellation: if the caller is cancelled
-    while the journal records it, it is given back before the cancellation
-    goes on.
-
-    Raises:
-        RunInterrupted: The key's run was interrupted and `on_interrupted` is `"fail"`.
-        JournalError: The key names another run, or the journal failed.
-    """
-    if on_interrupted not in ("fail", "rerun"):
-        raise ValueError(f"on_interrupted must be 'fail' or 'rerun', got {on_interrupted!r}")
-    delay = _WAIT_FIRST
-    while True:
-        with anyio.CancelScope(shield=True):
-            claim = await journal.claim(
-                key,
-                kind=kind,
-                name=name,
-                fingerprint=fingerprint,
-                rerun_interrupted=on_interrupted == "rerun",
-            )
-        if claim.status in ("run", "rerun"):
-            try:
-                await anyio.lowlevel.checkpoint_if_cancelled()
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await journal.abandon(claim, ran=False)
-                raise
-            return claim
-        if claim.status == "final":
-            return claim
-        if claim.status == "interrupted":
-            raise RunInterrupted(claim.entry)
-        # Someone else runs it: its final will answer us too. Looked for with
-        # reads, which take no lock from the run's own final.
-        while True:
-            await anyio.sleep(delay)
-            delay = min(delay * 2, _WAIT_MAX)
-            entry = await journal.get(key)
-            if entry is None or entry.state != "running":
-                break
-
-
-async def settle(journal: Journal, claim: Claim, outcome: Outcome | None, *, ran: bool) -> None:
-    """Record `outcome` for `claim`, or abandon it when there is none; never cut short."""
-    with anyio.CancelScope(shield=True):
-        if outcome is not None:
-            await journal.complete(claim, outcome)
-        else:
-            await journal.abandon(claim, ran=ran)

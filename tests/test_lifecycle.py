@@ -1,0 +1,152 @@
+"""The lifecycle contract on every backend: local, both sandboxes, Docker both ways, SSH.
+
+Each backend's class supplies `executor_factory` only (see
+`executor.testing.LifecycleContract`). The Docker and SSH classes need their
+services: without them they skip, and with `EXECUTOR_REQUIRE_DOCKER=1` or
+`EXECUTOR_REQUIRE_SSH=1` (CI) they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from docker_engine import BUSYBOX_IMAGE, PYTHON_IMAGE, docker, require_engine
+from ssh_server import SshServer, start_server
+
+from executor import (
+    DockerExecutor,
+    ExecutorError,
+    LocalExecutor,
+    Sandbox,
+    SshExecutor,
+    ToolExecutor,
+)
+from executor._docker.executor import LABEL_MANAGED, LABEL_OWNER, owner_label
+from executor.testing import ExecutorFactory, LifecycleContract
+
+pytestmark = pytest.mark.anyio
+
+
+class TestLocalLifecycle(LifecycleContract):
+    """A bare LocalExecutor."""
+
+    @pytest.fixture
+    def executor_factory(self, tmp_path: Path) -> ExecutorFactory:
+        """LocalExecutors in one empty folder."""
+        return partial(LocalExecutor, tmp_path)
+
+
+def _sandboxed(backend: str, workdir: Path) -> ExecutorFactory:
+    # The interpreter may live under the home folder (pyenv), which a sandbox hides.
+    readable = (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)))
+    sandbox = Sandbox(backend=backend, readable=tuple(dict.fromkeys(readable)))  # type: ignore[arg-type]
+    try:
+        sandbox.choose_backend()
+    except ExecutorError as error:
+        if os.environ.get("EXECUTOR_REQUIRE_SANDBOX", "") not in ("", "0"):
+            pytest.fail(f"EXECUTOR_REQUIRE_SANDBOX is set, but: {error}")
+        pytest.skip(str(error))
+    return partial(LocalExecutor, workdir, sandbox=sandbox)
+
+
+class TestBubblewrapLifecycle(LifecycleContract):
+    """A LocalExecutor sandboxed by bubblewrap."""
+
+    @pytest.fixture
+    def executor_factory(self, tmp_path: Path) -> ExecutorFactory:
+        """Sandboxed LocalExecutors in one empty folder."""
+        return _sandboxed("bubblewrap", tmp_path)
+
+
+class TestLandlockLifecycle(LifecycleContract):
+    """A LocalExecutor sandboxed by Landlock."""
+
+    @pytest.fixture
+    def executor_factory(self, tmp_path: Path) -> ExecutorFactory:
+        """Sandboxed LocalExecutors in one empty folder."""
+        return _sandboxed("landlock", tmp_path)
+
+
+@pytest.fixture(scope="module")
+def python_container() -> Iterator[str]:
+    """One container of the Python image (so the in-container helper runs), labelled as ours."""
+    require_engine()
+    container = docker(
+        "run",
+        "-d",
+        "--init",
+        "--network",
+        "none",
+        "--label",
+        f"{LABEL_MANAGED}=1",
+        "--label",
+        f"{LABEL_OWNER}={owner_label()}",
+        "--entrypoint",
+        "/bin/sh",
+        PYTHON_IMAGE,
+        "-c",
+        "while :; do sleep 3600; done",
+    ).strip()
+    yield container
+    docker("rm", "-f", container, check=False)
+
+
+class TestDockerHelperLifecycle(LifecycleContract):
+    """A DockerExecutor whose commands run through its in-container helper."""
+
+    @pytest.fixture
+    def executor_factory(self, python_container: str) -> ExecutorFactory:
+        """DockerExecutors on the shared container, in one new folder."""
+        workdir = f"/workspace/{uuid.uuid4().hex}"
+        return partial(DockerExecutor, container=python_container, workdir=workdir)
+
+
+class TestDockerExecLifecycle(LifecycleContract):
+    """A DockerExecutor whose commands are engine execs (busybox: no helper)."""
+
+    @pytest.fixture
+    def executor_factory(self) -> ExecutorFactory:
+        """DockerExecutors, each on a fresh busybox container of its own."""
+        require_engine()
+        return partial(DockerExecutor, BUSYBOX_IMAGE)
+
+
+@pytest.fixture(scope="module")
+def ssh_server() -> Iterator[SshServer]:
+    """A private sshd on 127.0.0.1 for this module, stopped at the end."""
+    server = start_server()
+    if server is None:
+        if os.environ.get("EXECUTOR_REQUIRE_SSH") == "1":
+            pytest.fail("EXECUTOR_REQUIRE_SSH=1, but /usr/sbin/sshd is not installed")
+        pytest.skip("no /usr/sbin/sshd (install openssh-server to run the SSH tests)")
+    yield server
+    server.stop()
+
+
+class TestSshLifecycle(LifecycleContract):
+    """An SshExecutor against a real sshd."""
+
+    @pytest.fixture
+    def executor_factory(self, ssh_server: SshServer) -> ExecutorFactory:
+        """SshExecutors in one new remote folder."""
+        workdir = ssh_server.workdir()
+
+        def make(**options: Any) -> ToolExecutor:
+            return SshExecutor(
+                ssh_server.host,
+                port=ssh_server.port,
+                user=ssh_server.user,
+                client_keys=[ssh_server.client_key],
+                known_hosts=ssh_server.known_hosts,
+                workdir=workdir,
+                **options,
+            )
+
+        return make

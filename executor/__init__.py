@@ -9,428 +9,205 @@ async with LocalExecutor("/srv/checkout", default_timeout=30) as ex:
 ```
 """
 
-import importlib as _importlib
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
+    # The public names, each where it lives. Type checkers read them here; at run
+    # time nothing here is imported (see `_homes`).
     from executor._core.base import (
-        LoadedFile,
-        Sink,
-        ToolExecutor,
+        LoadedFile as LoadedFile,
+        Sink as Sink,
+        ToolExecutor as ToolExecutor,
     )
     from executor._core.commands import (
-        Command,
-        Exec,
-        ReadFile,
-        Shell,
-        StrPath,
-        WriteFile,
+        Command as Command,
+        Exec as Exec,
+        ReadFile as ReadFile,
+        Shell as Shell,
+        StrPath as StrPath,
+        WriteFile as WriteFile,
     )
     from executor._core.errors import (
-        CommandError,
-        ExecutorError,
-        InvalidArgument,
-        NonZeroExit,
-        PolicyDenied,
-        TimedOut,
+        CommandError as CommandError,
+        EngineError as EngineError,
+        ExecutorError as ExecutorError,
+        InvalidArgument as InvalidArgument,
+        JournalError as JournalError,
+        NonZeroExit as NonZeroExit,
+        PathRefused as PathRefused,
+        PolicyDenied as PolicyDenied,
+        RunInterrupted as RunInterrupted,
+        ShellParseError as ShellParseError,
+        TimedOut as TimedOut,
     )
     from executor._core.output import (
-        Chunk,
-        CommandOutput,
-        Stderr,
-        Stdout,
+        Chunk as Chunk,
+        CommandOutput as CommandOutput,
+        Stderr as Stderr,
+        Stdout as Stdout,
     )
     from executor._core.session import (
-        ProcessSession,
-        SessionChunk,
-        WrappedSession,
+        ProcessSession as ProcessSession,
+        SessionChunk as SessionChunk,
+        WrappedSession as WrappedSession,
+    )
+    from executor._core.stdin import (
+        Bytes as Bytes,
+        Resize as Resize,
+        Signal as Signal,
+        StdinEvent as StdinEvent,
+        Text as Text,
+        UnixSignal as UnixSignal,
     )
     from executor._core.wrappers import (
-        CheckedExecutor,
-        ReadOnly,
-        ScopedExecutor,
-        WrappedExecutor,
+        CheckedExecutor as CheckedExecutor,
+        ReadOnly as ReadOnly,
+        ScopedExecutor as ScopedExecutor,
+        WrappedExecutor as WrappedExecutor,
     )
     from executor._docker.executor import (
-        DockerExecutor,
+        DockerExecutor as DockerExecutor,
     )
     from executor._journal import (
-        Claim,
-        IdempotencyKey,
-        Journal,
-        JournalEntry,
-        JournalError,
-        Outcome,
-        RunInterrupted,
-        SqliteJournal,
+        Claim as Claim,
+        IdempotencyKey as IdempotencyKey,
+        Journal as Journal,
+        JournalEntry as JournalEntry,
+        Outcome as Outcome,
+        SqliteJournal as SqliteJournal,
     )
     from executor._local.executor import (
-        LocalExecutor,
+        LocalExecutor as LocalExecutor,
     )
     from executor._local.sandbox import (
-        Sandbox,
-        SandboxSupport,
+        Sandbox as Sandbox,
+        SandboxSupport as SandboxSupport,
     )
     from executor._policies.idempotent import (
-        Idempotent,
-        KeyedExecutor,
+        Idempotent as Idempotent,
+        KeyedExecutor as KeyedExecutor,
     )
     from executor._policies.observed import (
-        CommandCancelled,
-        CommandChunk,
-        CommandEvent,
-        CommandFinished,
-        CommandStarted,
-        Observed,
-        Observer,
+        CommandCancelled as CommandCancelled,
+        CommandChunk as CommandChunk,
+        CommandEvent as CommandEvent,
+        CommandFinished as CommandFinished,
+        CommandStarted as CommandStarted,
+        Observed as Observed,
+        Observer as Observer,
     )
     from executor._policies.policies import (
-        Approval,
-        ApprovalRequest,
-        Approver,
-        Audit,
-        AuditEvent,
-        AuditRecord,
-        Secrets,
-        Verdict,
-        describe,
+        Approval as Approval,
+        ApprovalRequest as ApprovalRequest,
+        Approver as Approver,
+        Audit as Audit,
+        AuditEvent as AuditEvent,
+        AuditRecord as AuditRecord,
+        Secrets as Secrets,
+        Verdict as Verdict,
+        describe as describe,
     )
     from executor._policies.rules import (
-        CommandRules,
-        DangerousCommands,
-        Finding,
-        check_script,
+        CommandRules as CommandRules,
+        DangerousCommands as DangerousCommands,
+        Finding as Finding,
+        check_script as check_script,
     )
     from executor._shell.parser import (
-        ShellParseError,
-        SimpleCommand,
-        parse_command,
-        parse_script,
+        SimpleCommand as SimpleCommand,
+        parse_command as parse_command,
+        parse_script as parse_script,
     )
     from executor._ssh.executor import (
-        SshExecutor,
+        SshExecutor as SshExecutor,
     )
     from executor._tools.args import (
-        BoundedInt,
-        GitRange,
-        GitRevision,
-        RestrictedUrl,
-        WorkspaceGlob,
-        WorkspacePath,
+        BoundedInt as BoundedInt,
+        GitRange as GitRange,
+        GitRevision as GitRevision,
+        RestrictedUrl as RestrictedUrl,
+        WorkspaceGlob as WorkspaceGlob,
+        WorkspacePath as WorkspacePath,
+    )
+    from executor._tools.context import (
+        ContextWindow as ContextWindow,
+        StreamingToolResult as StreamingToolResult,
     )
     from executor._tools.events import (
-        Bus,
-        Envelope,
-        EventSequencer,
-        MemoryBus,
-        ToolCancelled,
-        ToolEvent,
-        ToolEventKind,
-        ToolStreamError,
-        Topic,
-        bridge,
+        Bus as Bus,
+        Envelope as Envelope,
+        EventSequencer as EventSequencer,
+        MemoryBus as MemoryBus,
+        ToolCancelled as ToolCancelled,
+        ToolEvent as ToolEvent,
+        ToolEventKind as ToolEventKind,
+        ToolStreamError as ToolStreamError,
+        Topic as Topic,
+        bridge as bridge,
     )
-    from executor._tools.streaming import (
-        Buffer,
-        Bytes,
-        ContextWindow,
-        Manual,
-        OutputApprovalRequest,
-        OutputApprover,
-        Progress,
-        Resize,
-        Signal,
-        StdinEvent,
-        StreamingPolicy,
-        StreamingTool,
-        StreamingToolHandle,
-        StreamingToolResult,
-        StreamingToolSession,
-        Summarise,
-        Summarizer,
-        TaskHandle,
-        Text,
-        TimeoutAction,
-        ToolChannel,
-        UnixSignal,
-        Window,
+    from executor._tools.handle import (
+        Progress as Progress,
+        StreamingToolHandle as StreamingToolHandle,
+        TaskHandle as TaskHandle,
+        ToolChannel as ToolChannel,
+    )
+    from executor._tools.policies import (
+        Buffer as Buffer,
+        Manual as Manual,
+        OutputApprovalRequest as OutputApprovalRequest,
+        OutputApprover as OutputApprover,
+        StreamingPolicy as StreamingPolicy,
+        Summarise as Summarise,
+        Summarizer as Summarizer,
+        TimeoutAction as TimeoutAction,
+        Window as Window,
+    )
+    from executor._tools.session import (
+        StreamingToolSession as StreamingToolSession,
+    )
+    from executor._tools.tool import (
+        StreamingTool as StreamingTool,
     )
     from executor._tools.tools import (
-        AgentContext,
-        DefaultContext,
-        Tool,
-        ToolOutput,
-        tool,
+        AgentContext as AgentContext,
+        DefaultContext as DefaultContext,
+        Tool as Tool,
+        ToolOutput as ToolOutput,
+        tool as tool,
     )
 
 __version__ = "0.1.0"
 
-# Where each public name lives. `import executor` loads none of them: a name's
-# module (and the backend or dependency behind it) is imported the first time
-# the name is used, so a program that needs the local executor never pays for
-# Docker's, SSH's or the shell parser's imports.
-_HOMES: dict[str, tuple[str, ...]] = {
-    "executor._core.base": (
-        "LoadedFile",
-        "Sink",
-        "ToolExecutor",
-    ),
-    "executor._core.commands": (
-        "Command",
-        "Exec",
-        "ReadFile",
-        "Shell",
-        "StrPath",
-        "WriteFile",
-    ),
-    "executor._core.errors": (
-        "CommandError",
-        "ExecutorError",
-        "InvalidArgument",
-        "NonZeroExit",
-        "PolicyDenied",
-        "TimedOut",
-    ),
-    "executor._core.output": (
-        "Chunk",
-        "CommandOutput",
-        "Stderr",
-        "Stdout",
-    ),
-    "executor._core.session": (
-        "ProcessSession",
-        "SessionChunk",
-        "WrappedSession",
-    ),
-    "executor._core.wrappers": (
-        "CheckedExecutor",
-        "ReadOnly",
-        "ScopedExecutor",
-        "WrappedExecutor",
-    ),
-    "executor._docker.executor": ("DockerExecutor",),
-    "executor._journal": (
-        "Claim",
-        "IdempotencyKey",
-        "Journal",
-        "JournalEntry",
-        "JournalError",
-        "Outcome",
-        "RunInterrupted",
-        "SqliteJournal",
-    ),
-    "executor._local.executor": ("LocalExecutor",),
-    "executor._local.sandbox": (
-        "Sandbox",
-        "SandboxSupport",
-    ),
-    "executor._policies.idempotent": (
-        "Idempotent",
-        "KeyedExecutor",
-    ),
-    "executor._policies.observed": (
-        "CommandCancelled",
-        "CommandChunk",
-        "CommandEvent",
-        "CommandFinished",
-        "CommandStarted",
-        "Observed",
-        "Observer",
-    ),
-    "executor._policies.policies": (
-        "Approval",
-        "ApprovalRequest",
-        "Approver",
-        "Audit",
-        "AuditEvent",
-        "AuditRecord",
-        "Secrets",
-        "Verdict",
-        "describe",
-    ),
-    "executor._policies.rules": (
-        "CommandRules",
-        "DangerousCommands",
-        "Finding",
-        "check_script",
-    ),
-    "executor._shell.parser": (
-        "ShellParseError",
-        "SimpleCommand",
-        "parse_command",
-        "parse_script",
-    ),
-    "executor._ssh.executor": ("SshExecutor",),
-    "executor._tools.args": (
-        "BoundedInt",
-        "GitRange",
-        "GitRevision",
-        "RestrictedUrl",
-        "WorkspaceGlob",
-        "WorkspacePath",
-    ),
-    "executor._tools.events": (
-        "Bus",
-        "Envelope",
-        "EventSequencer",
-        "MemoryBus",
-        "ToolCancelled",
-        "ToolEvent",
-        "ToolEventKind",
-        "ToolStreamError",
-        "Topic",
-        "bridge",
-    ),
-    "executor._tools.streaming": (
-        "Buffer",
-        "Bytes",
-        "ContextWindow",
-        "Manual",
-        "OutputApprovalRequest",
-        "OutputApprover",
-        "Progress",
-        "Resize",
-        "Signal",
-        "StdinEvent",
-        "StreamingPolicy",
-        "StreamingTool",
-        "StreamingToolHandle",
-        "StreamingToolResult",
-        "StreamingToolSession",
-        "Summarise",
-        "Summarizer",
-        "TaskHandle",
-        "Text",
-        "TimeoutAction",
-        "ToolChannel",
-        "UnixSignal",
-        "Window",
-    ),
-    "executor._tools.tools": (
-        "AgentContext",
-        "DefaultContext",
-        "Tool",
-        "ToolOutput",
-        "tool",
-    ),
-}
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
-__all__ = [
-    "AgentContext",
-    "Approval",
-    "ApprovalRequest",
-    "Approver",
-    "Audit",
-    "AuditEvent",
-    "AuditRecord",
-    "BoundedInt",
-    "Buffer",
-    "Bus",
-    "Bytes",
-    "CheckedExecutor",
-    "Chunk",
-    "Claim",
-    "Command",
-    "CommandCancelled",
-    "CommandChunk",
-    "CommandError",
-    "CommandEvent",
-    "CommandFinished",
-    "CommandOutput",
-    "CommandRules",
-    "CommandStarted",
-    "ContextWindow",
-    "DangerousCommands",
-    "DefaultContext",
-    "DockerExecutor",
-    "Envelope",
-    "EventSequencer",
-    "Exec",
-    "ExecutorError",
-    "Finding",
-    "GitRange",
-    "GitRevision",
-    "IdempotencyKey",
-    "Idempotent",
-    "InvalidArgument",
-    "Journal",
-    "JournalEntry",
-    "JournalError",
-    "KeyedExecutor",
-    "LoadedFile",
-    "LocalExecutor",
-    "Manual",
-    "MemoryBus",
-    "NonZeroExit",
-    "Observed",
-    "Observer",
-    "Outcome",
-    "OutputApprovalRequest",
-    "OutputApprover",
-    "PolicyDenied",
-    "ProcessSession",
-    "Progress",
-    "ReadFile",
-    "ReadOnly",
-    "Resize",
-    "RestrictedUrl",
-    "RunInterrupted",
-    "Sandbox",
-    "SandboxSupport",
-    "ScopedExecutor",
-    "Secrets",
-    "SessionChunk",
-    "Shell",
-    "ShellParseError",
-    "Signal",
-    "SimpleCommand",
-    "Sink",
-    "SqliteJournal",
-    "SshExecutor",
-    "Stderr",
-    "StdinEvent",
-    "Stdout",
-    "StrPath",
-    "StreamingPolicy",
-    "StreamingTool",
-    "StreamingToolHandle",
-    "StreamingToolResult",
-    "StreamingToolSession",
-    "Summarise",
-    "Summarizer",
-    "TaskHandle",
-    "Text",
-    "TimedOut",
-    "TimeoutAction",
-    "Tool",
-    "ToolCancelled",
-    "ToolChannel",
-    "ToolEvent",
-    "ToolEventKind",
-    "ToolExecutor",
-    "ToolOutput",
-    "ToolStreamError",
-    "Topic",
-    "UnixSignal",
-    "Verdict",
-    "Window",
-    "WorkspaceGlob",
-    "WorkspacePath",
-    "WrappedExecutor",
-    "WrappedSession",
-    "WriteFile",
-    "bridge",
-    "check_script",
-    "describe",
-    "parse_command",
-    "parse_script",
-    "tool",
-]
+def _homes() -> dict[str, str]:
+    """Each public name's module, read from the `TYPE_CHECKING` imports above.
+
+    Those imports are the one list of what the package exports: `import
+    executor` loads none of the modules, and a name's module (with the backend
+    or dependency behind it) is imported the first time the name is used, so a
+    program that needs only the local executor never pays for Docker's, SSH's
+    or the shell parser's imports.
+    """
+    import ast
+
+    with open(__file__, encoding="utf-8") as source:
+        tree = ast.parse(source.read())
+    block = next(node for node in tree.body if isinstance(node, ast.If))
+    return {
+        alias.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+
+
+_HOME_OF = _homes()
+__all__ = sorted(_HOME_OF)
 
 
 # Hidden from type checkers, so that a misspelt name is an error there too.
 if not _typing.TYPE_CHECKING:
+    import importlib as _importlib
 
     def __getattr__(name: str) -> _typing.Any:
         module = _HOME_OF.get(name)

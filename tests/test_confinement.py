@@ -27,8 +27,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from executor import (
     Command,

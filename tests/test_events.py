@@ -10,8 +10,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from executor._core.errors import CommandError, PolicyDenied
 from executor._tools.events import (

@@ -37,8 +37,7 @@ from typing import Literal
 import anyio
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from executor import (
     Command,

@@ -18,8 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from executor import (
     CommandError,

@@ -16,8 +16,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 from conftest import alive
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from executor import (
     Chunk,

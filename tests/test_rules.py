@@ -10,8 +10,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from executor import Command, LocalExecutor, PolicyDenied, ScopedExecutor, ToolExecutor
 from executor._policies.rules import RULES, CommandRules, DangerousCommands, Finding, check_script

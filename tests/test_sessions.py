@@ -22,7 +22,7 @@ from executor import (
     Text,
     TimedOut,
 )
-from executor._tools.streaming import StreamingToolHandle
+from executor._tools.handle import StreamingToolHandle
 from executor.testing import LocalFixtures, SessionContract, read_until
 
 pytestmark = pytest.mark.anyio

@@ -17,12 +17,13 @@ import anyio.lowlevel
 import attrs
 import pydantic
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from executor._core.errors import InvalidArgument, NonZeroExit, PolicyDenied
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
+from executor._core.stdin import Bytes, Resize, Signal, StdinEvent, Text, UnixSignal
 from executor._policies.policies import Verdict
+from executor._tools.context import ContextWindow, StreamingToolResult, truncate as _truncate
 from executor._tools.events import (
     MemoryBus,
     ToolCancelled,
@@ -31,30 +32,18 @@ from executor._tools.events import (
     ToolStreamError,
     bridge,
 )
-from executor._tools.streaming import (
+from executor._tools.handle import Progress, StreamingToolHandle, TaskHandle, ToolChannel
+from executor._tools.policies import (
     Buffer,
-    Bytes,
-    ContextWindow,
     Manual,
     OutputApprovalRequest,
-    Progress,
-    Resize,
-    Signal,
-    StdinEvent,
     StreamingPolicy,
-    StreamingTool,
-    StreamingToolHandle,
-    StreamingToolResult,
-    StreamingToolSession,
     Summarise,
-    TaskHandle,
-    Text,
     TimeoutAction,
-    ToolChannel,
-    UnixSignal,
     Window,
-    _truncate,
 )
+from executor._tools.session import StreamingToolSession
+from executor._tools.tool import StreamingTool
 
 pytestmark = pytest.mark.anyio
 

@@ -19,10 +19,10 @@ from executor._core.commands import (
     Shell,
     StrPath,
     WriteFile,
+    _timeout as _timeout_seconds,
     process_argv,
     session_argv,
 )
-from executor._core.commands import _timeout as _timeout_seconds
 from executor._core.errors import CommandError, ExecutorError, NonZeroExit
 from executor._core.output import Chunk, CommandOutput, Stderr
 from executor._core.resource import AsyncResource

@@ -27,6 +27,7 @@ from executor._core.errors import (
     ToolCancelled,
     ToolStreamError,
 )
+from executor._core.resource import AsyncResource
 from executor._journal import (
     Claim,
     IdempotencyKey,
@@ -205,18 +206,15 @@ class ToolRecorder:
         await self._settle(None, ran=ran)
 
 
-class ReplayHandle:
+class ReplayHandle(AsyncResource):
     """A handle for a tool answered from the journal: no chunks, the stored final."""
 
     def __init__(self, recorder: ToolRecorder, outcome: Outcome) -> None:
         self._recorder = recorder
         self._outcome = outcome
 
-    async def __aenter__(self) -> ReplayHandle:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        return None
+    async def aclose(self) -> None:
+        """Nothing to release: the tool did not run."""
 
     async def next_chunk(self) -> None:
         """Nothing: the stream was not run again."""

@@ -48,8 +48,22 @@ def _modules() -> dict[str, pathlib.Path]:
     return named
 
 
+def _laid_out() -> dict[str, pathlib.Path]:
+    """The package's modules, once checked to be laid out in layer folders at all.
+
+    A flat package has no folders to check, and would pass the checks below
+    without showing anything.
+    """
+    modules = _modules()
+    assert {"executor._core.base", "executor._core.errors", "executor._core.cleanup"} <= set(
+        modules
+    ), "no core folder"
+    return modules
+
+
 def _folder_edges() -> dict[str, dict[str, list[str]]]:
     """For each folder, the folders it imports, each with where."""
+    _laid_out()
     edges: dict[str, dict[str, list[str]]] = {}
     for module, path in _modules().items():
         here = _folder(module)
@@ -66,11 +80,22 @@ def _folder_edges() -> dict[str, dict[str, list[str]]]:
     return edges
 
 
+FACE = {"executor", "executor.__main__", "executor.testing"}
+"""The package's public face: the only modules outside a layer folder."""
+
+
+def test_every_module_lives_in_a_layer_folder() -> None:
+    """Besides the face, every module is in a layer folder, and the core folder exists."""
+    flat = sorted(module for module in _modules() if _folder(module) is None)
+    assert set(flat) == FACE
+    assert any(_folder(module) == "_core" for module in _modules())
+
+
 def test_the_core_imports_nothing_outside_itself() -> None:
     """No module of `executor._core` imports another folder, or the package's face."""
     outside = [
         f"{module}:{line} imports {target}"
-        for module, path in _modules().items()
+        for module, path in _laid_out().items()
         if _folder(module) == "_core"
         for target, _, line in _imports(path)
         if _folder(target) != "_core"
@@ -91,10 +116,34 @@ def test_no_import_cycle_between_folders() -> None:
     assert order[0] == "_core"
 
 
+def test_no_import_cycle_between_modules_at_import_time() -> None:
+    """No module needs, while it is imported, a module that needs it back.
+
+    Only the imports that run when a module is imported count here: those
+    at the top of the file, not those in functions or under `TYPE_CHECKING`.
+    """
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        needs = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    needs.add(full if full in modules else node.module)
+            elif isinstance(node, ast.Import):
+                needs |= {alias.name for alias in node.names}
+        graph[module] = {name for name in needs if name in modules and name != module}
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as cycle:
+        pytest.fail(f"import cycle: {' -> '.join(cycle.args[1])}")
+
+
 def test_no_folder_imports_another_folders_underscore_names() -> None:
     """What two folders share has a public name: no `from executor._x.m import _private`."""
     reached = []
-    for module, path in _modules().items():
+    for module, path in _laid_out().items():
         here = _folder(module)
         for target, imported, line in _imports(path):
             if _folder(target) in (None, here) or (here is None and module != "executor.testing"):

@@ -8,7 +8,6 @@ them context managers and async iterators are written once, here.
 from __future__ import annotations
 
 import abc
-from types import TracebackType
 from typing import Generic, Self, TypeVar
 
 __all__ = ["AsyncChunks", "AsyncResource"]
@@ -26,12 +25,7 @@ class AsyncResource(abc.ABC):
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
+    async def __aexit__(self, *exc_info: object) -> bool | None:
         await self.aclose()
         return None
 

@@ -21,7 +21,6 @@ import contextlib
 import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from types import TracebackType
 from typing import Final, Self
 
 import anyio
@@ -195,12 +194,7 @@ class ProcessSession(AsyncChunks[SessionChunk], abc.ABC):
                 raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
+    async def __aexit__(self, *exc_info: object) -> bool | None:
         if not self._started:
             return None
         self._leaving = True

@@ -1,6 +1,7 @@
 """The file walker behind `ToolExecutor.stream_files`: ripgrep's listing, then a read.
 
-What is listed is what `rg --files` lists with its defaults:
+What is listed is what `rg --files` lists with its defaults, by the rules of
+`executor._files.rules` (shared with the SFTP walker):
 
 - `.ignore` files always count; `.gitignore` files and `.git/info/exclude`
   only inside a git repository (a `.git` in the walked folder or above).
@@ -30,37 +31,39 @@ Below the root, every folder and file is opened relative to its folder's
 descriptor, never following a symlink. Costs, in a tree of small files: per
 file, an open, one `pread` and a close (the system calls cost more than all
 the Python around them), per folder an open and a `scandir`.
-
-Patterns are compiled by `pathspec`'s gitignore pattern class, one line at a
-time, but not matched with `GitIgnoreSpec.match_file`: that answers git's
-question, "is this path or a folder above it ignored?", while a walk asks
-about the entry itself. The folders above were already decided, and may have
-been re-included by a deeper or stronger ignore file, in which case an entry
-below must not be ignored again through them. So each pathspec regex is
-rewritten to match the whole path only (see `_compile`).
 """
 
 from __future__ import annotations
 
 import bisect
 import errno
-import logging
 import operator
 import os
-import re
 import stat
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
-from typing import TypeVar
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
+from typing import Any, TypeVar
 
 import anyio.to_thread
-from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 from executor._core.base import LoadedFile
-from executor._core.errors import InvalidArgument
+from executor._files.rules import (
+    GIT_EXCLUDE,
+    RULE_NAMES,
+    Compiled,
+    IgnoreFileName,
+    Rules,
+    as_text,
+    compile_ignore_text,
+    normalise_extensions,
+    rules_above,
+    skipped,
+    wanted,
+    warn_ignore_file,
+    warn_unlistable,
+    warn_unreadable,
+)
 
 __all__ = ["iter_text_files", "normalise_extensions", "stream_text_files"]
-
-_logger = logging.getLogger("executor")
 
 # O_NOFOLLOW: an entry swapped for a symlink after listing is refused, not
 # followed. O_NONBLOCK: a FIFO swapped in after listing opens at once instead
@@ -85,53 +88,9 @@ _BATCH_FILES_FIRST = 64
 _BATCH_FILES = 4096
 _BATCH_BYTES = 4 << 20
 
-# The group name pathspec gives the "/" that ends a folder's part of a match:
-# a regex with it matches a path or anything below it; one without it matches
-# everything below a prefix (`foo/**`, `*`).
-_DIR_MARK = "ps_d"
-
 _by_name = operator.attrgetter("name")
 
 _T = TypeVar("_T")
-
-
-def normalise_extensions(extensions: Iterable[str] | None) -> frozenset[str] | None:
-    """Normalise the `extensions` argument of `stream_files`.
-
-    `"py"` and `".py"` both become `"py"`. A single string counts as one
-    extension, not as a sequence of one-letter ones. An extension with an
-    inner dot (`"d.ts"`) keeps files whose names end with it (`x.d.ts`).
-
-    Args:
-        extensions: Extensions with or without their leading dot, or `None`.
-
-    Returns:
-        The extensions without dots, or `None` (keep every file) when
-        `extensions` is `None` or empty.
-
-    Raises:
-        InvalidArgument: An entry is empty, blank, `"."`, or could never match
-            a file name (holds `/` or NUL, or starts or ends with a dot after
-            the leading one is removed).
-
-    """
-    if extensions is None:
-        return None
-    if isinstance(extensions, str):
-        extensions = (extensions,)
-    normalised: set[str] = set()
-    for raw in extensions:
-        if not isinstance(raw, str):
-            raise InvalidArgument(raw, "an extension must be a string")
-        extension = raw.removeprefix(".")
-        if not extension.strip():
-            raise InvalidArgument(raw, "an extension must not be empty")
-        if "/" in extension or "\0" in extension:
-            raise InvalidArgument(raw, "an extension must not contain '/' or NUL")
-        if extension.startswith(".") or extension.endswith(".") or ".." in extension:
-            raise InvalidArgument(raw, "an extension is written as 'py' or '.py'")
-        normalised.add(extension)
-    return frozenset(normalised) or None
 
 
 def iter_text_files(
@@ -302,7 +261,7 @@ def _walk(
         yield from _walk_tree(root, root_fd, extensions, out, warn, shown_root, make)
     elif stat.S_ISREG(mode):
         name = os.path.basename(os.path.normpath(root))
-        if _wanted(name, extensions):
+        if wanted(name, extensions):
             # The root was named explicitly, so a symlink to it is followed.
             text = _read_text(root, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, shown_root)
             if text is not None:
@@ -310,35 +269,44 @@ def _walk(
     # Anything else (FIFO, socket, device) is not a file to read: nothing.
 
 
-def _wanted(name: str, extensions: frozenset[str] | None) -> bool:
-    if extensions is None:
-        return True
-    dot = name.rfind(".")
-    if dot < 0:
-        return False
-    if name[dot + 1 :] in extensions:
-        return True
-    return any(name.endswith("." + extension) for extension in extensions if "." in extension)
-
-
 def _read_text(path: str, flags: int, shown: str) -> str | None:
     # One file read outside the hot loop (the root file); warns and gives None
     # on failure, None also for binary and non-regular files.
+    data = _read_file(path, flags, None, shown, warn_unreadable, missing_ok=False)
+    return None if data is None else as_text(data)
+
+
+def _read_file(
+    path: str,
+    flags: int,
+    dir_fd: int | None,
+    shown: str,
+    warn: Callable[[str, OSError], None],
+    *,
+    missing_ok: bool,
+) -> bytes | None:
+    """The whole file at `path` (relative to `dir_fd`, if given), or `None` if not regular.
+
+    Also `None` when it cannot be opened or read: `warn(shown, error)` says
+    so, unless `missing_ok` and it is missing (or a folder on its path is
+    not one).
+    """
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, flags, dir_fd=dir_fd)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        if not missing_ok:
+            warn(shown, exc)
+        return None
     except OSError as exc:
-        _warn_unreadable(shown, exc)
+        warn(shown, exc)
         return None
     try:
-        data = _read_regular(fd)
+        return _read_regular(fd)
     except OSError as exc:
-        _warn_unreadable(shown, exc)
+        warn(shown, exc)
         return None
     finally:
         os.close(fd)
-    if data is None or b"\0" in data:
-        return None
-    return data.decode("utf-8", "replace")
 
 
 def _read_regular(fd: int) -> bytes | None:
@@ -402,137 +370,9 @@ def _is_regular(fd: int) -> bool:
         return True
 
 
-def _warn_unreadable(path: str, exc: OSError) -> None:
-    _logger.warning("stream_files skipped %s: %s", path, _describe(exc))
-
-
-def _describe(exc: OSError) -> str:
-    if exc.errno is not None and exc.strerror:
-        return f"{exc.strerror} ({errno.errorcode.get(exc.errno, exc.errno)})"
-    return str(exc)
-
-
-# One ignore file, compiled: runs of patterns of one kind, last run first, each
-# as (whether it ignores, then regexes for: the entry's name, its whole path,
-# and what lies below a prefix), see `_compile`; once for files and once for
-# folders, since folder-only patterns (`build/`) need not be tried on files.
-# Then, for files and for folders, the sources of its name regexes when it has
-# only those, or None (see `_Rules.names`).
-_Run = tuple[bool, "re.Pattern[str] | None", "re.Pattern[str] | None", "re.Pattern[str] | None"]
-_Runs = tuple[_Run, ...]
-_Compiled = tuple[_Runs, _Runs, "tuple[str, ...] | None", "tuple[str, ...] | None"]
-
-# How pathspec starts a pattern without a slash (`*.log`), which matches a name
-# in any folder: "any folders, then".
-_ANY_FOLDERS = "^(?:.+/)?"
-# How the folder mark ends a pattern once its group is unnamed: "a folder" for
-# `build/`, "this, or a folder" for `build`.
-_FOLDER_ONLY = "(?:/)"
-_MARK_ENDINGS = (_FOLDER_ONLY, "(?:(?:/)|$)")
-
-
-def _compile(patterns: Iterable[GitIgnoreSpecPattern]) -> _Compiled | None:
-    """Compile one ignore file's patterns to decide about an entry itself.
-
-    Consecutive patterns of the same kind (ignoring or `!`re-including) form a
-    run with combined regexes; since the last matching pattern wins, runs are
-    tried from the last one back and the first run that matches decides.
-
-    Each pathspec regex is searched for in a path and matches the path or
-    anything below it. Rewritten to match the whole path: a regex with the
-    folder mark (`(?P<ps_d>/)`, which ends it) must match up to the end of
-    the path, given with a trailing `/` for a folder so that folder-only
-    patterns (`build/`) match folders only; one without it (`foo/**`, `*`)
-    matches everything below its prefix, and is given the path without a `/`
-    so that `foo/**` does not match the folder `foo` itself. The common
-    patterns without a slash (`*.log`, `build/`) only need the entry's name,
-    which spares building its path and scanning every folder of it.
-
-    Returns:
-        The runs for files and the runs for folders, or `None` when there is
-        no pattern at all.
-
-    """
-    runs: list[tuple[bool, list[tuple[bool, str, str]]]] = []
-    for pattern in patterns:
-        if pattern.include is None or pattern.regex is None:
-            continue
-        ignores = pattern.include
-        if not runs or runs[-1][0] != ignores:
-            runs.append((ignores, []))
-        source = pattern.regex.pattern
-        for group in pattern.regex.groupindex:
-            # Named groups would clash once patterns are combined.
-            source = source.replace(f"(?P<{group}>", "(?:")
-        folders_only = source.endswith(_FOLDER_ONLY)
-        if _DIR_MARK not in pattern.regex.groupindex:
-            kind, source = "below", source + ".*" if source.startswith("^") else f".*{source}.*"
-        elif not source.startswith("^"):
-            kind, source = "path", ".*" + source
-        elif source.startswith(_ANY_FOLDERS) and _one_name(source[len(_ANY_FOLDERS) :]):
-            kind, source = "name", "^" + source[len(_ANY_FOLDERS) :]
-        else:
-            kind = "path"
-        runs[-1][1].append((folders_only, kind, source))
-    if not runs:
-        return None
-    return (
-        _runs(runs, for_folders=False),
-        _runs(runs, for_folders=True),
-        _name_sources(runs, for_folders=False),
-        _name_sources(runs, for_folders=True),
-    )
-
-
-def _runs(runs: list[tuple[bool, list[tuple[bool, str, str]]]], *, for_folders: bool) -> _Runs:
-    compiled = []
-    for ignores, sources in reversed(runs):
-        kept = [(kind, source) for only, kind, source in sources if for_folders or not only]
-        if kept:
-            compiled.append(
-                (
-                    ignores,
-                    _combine([source for kind, source in kept if kind == "name"]),
-                    _combine([source for kind, source in kept if kind == "path"]),
-                    _combine([source for kind, source in kept if kind == "below"]),
-                )
-            )
-    return tuple(compiled)
-
-
-def _name_sources(
-    runs: list[tuple[bool, list[tuple[bool, str, str]]]], *, for_folders: bool
-) -> tuple[str, ...] | None:
-    """The sources of all name regexes, or None if some pattern needs the path."""
-    sources = []
-    for _, patterns in runs:
-        for only, kind, source in patterns:
-            if for_folders or not only:
-                if kind != "name":
-                    return None
-                sources.append(source)
-    return tuple(sources)
-
-
-def _one_name(source: str) -> bool:
-    """Whether `source` matches one name, and maybe the folder mark, never more."""
-    for ending in _MARK_ENDINGS:
-        if source.endswith(ending):
-            # `[^/]` is how pathspec writes `*` and `?`: any character but a slash.
-            return "/" not in source[: -len(ending)].replace("[^/]", "")
-    return False
-
-
-def _combine(sources: list[str]) -> re.Pattern[str] | None:
-    if not sources:
-        return None
-    # DOTALL: a name may hold a newline, and `.` stands for any character.
-    return re.compile("|".join(f"(?:{source})" for source in sources), re.DOTALL)
-
-
 def _load_ignore_file(
     path: str, dir_fd: int | None = None, shown: str | None = None, *, follow: bool = True
-) -> _Compiled | None:
+) -> Compiled | None:
     """Compile the ignore file at `path` (relative to `dir_fd`, if given).
 
     Returns `None` if the file is missing or has no patterns; a file that
@@ -541,52 +381,13 @@ def _load_ignore_file(
     """
     shown = path if shown is None else shown
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    try:
-        fd = os.open(path, flags, dir_fd=dir_fd)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        _logger.warning("stream_files could not read ignore file %s: %s", shown, _describe(exc))
-        return None
-    try:
-        data = _read_regular(fd)
-    except OSError as exc:
-        _logger.warning("stream_files could not read ignore file %s: %s", shown, _describe(exc))
-        return None
-    finally:
-        os.close(fd)
-    if data is None:
-        return None
-    return _compile_ignore_text(data, shown)
-
-
-def _compile_ignore_text(data: bytes, shown: str) -> _Compiled | None:
-    """Compile the bytes of an ignore file read as ripgrep reads it; None if it has no pattern.
-
-    A bad pattern is logged as a warning naming `shown`, and the rest is kept.
-    """
-    text = data.decode("utf-8", "replace").removeprefix("\ufeff")
-    patterns = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        line = line.removesuffix("\r")
-        if not line or line.startswith("#"):
-            continue
-        if line.rstrip(" ").endswith("/**/"):
-            # ripgrep reads `a/**/` as the folders below `a`; pathspec, as `a/`.
-            line = line.rstrip(" ") + "*/"
-        try:
-            patterns.append(GitIgnoreSpecPattern(line))
-        except (ValueError, re.error) as exc:
-            # As ripgrep does: report the bad line, keep the rest of the file.
-            _logger.warning(
-                "stream_files ignored invalid pattern %r (%s line %d): %s", line, shown, number, exc
-            )
-    return _compile(patterns)
+    data = _read_file(path, flags, dir_fd, shown, warn_ignore_file, missing_ok=True)
+    return None if data is None else compile_ignore_text(data, shown)
 
 
 def _git_exclude(
     folder: str, dir_fd: int | None = None, *, confined: bool = False
-) -> _Compiled | None:
+) -> Compiled | None:
     """The `info/exclude` file of the repository whose top is `folder` (open as `dir_fd`).
 
     `confined` (with `dir_fd`): `folder` only names things in warnings; only
@@ -626,7 +427,7 @@ def _git_exclude(
     return _load_ignore_file(os.path.join(git_dir, "info", "exclude"))
 
 
-def _exclude_beneath(dir_fd: int, shown: str) -> _Compiled | None:
+def _exclude_beneath(dir_fd: int, shown: str) -> Compiled | None:
     """`.git/info/exclude` below the folder open as `dir_fd`, following no symlink on the way."""
     try:
         git_fd = os.open(".git", _DIR_FLAGS, dir_fd=dir_fd)
@@ -644,157 +445,71 @@ def _exclude_beneath(dir_fd: int, shown: str) -> _Compiled | None:
         os.close(info_fd)
 
 
-# The compiled runs of one ignore file (see `_compile`) with the path from
-# its folder to the folder being listed ("" or ending in "/"); a chain holds
-# them deepest first.
-_Link = tuple[_Compiled, str]
-_Chain = tuple[_Link, ...]
-# For files and for folders: see `_Rules.names`.
-_Names = tuple["re.Pattern[str] | None", "re.Pattern[str] | None"]
+class _Disk:
+    """The local disk as the rules' `IgnoreFiles`: by path, or in one folder open as `dir_fd`.
 
-# Matches nothing: the filter of a chain with no pattern for that kind of entry.
-_NOTHING = re.compile("(?!)")
-
-
-class _Rules:
-    """The ignore files that apply in one folder, by kind.
-
-    `confined`: the walk was given a descriptor, and uses no path; ignore
-    files are then read only inside the walked tree, never through a symlink.
+    Its reads are blocking calls that never wait on an event loop, so the
+    rules' coroutines built on it run to their end at once (`_run_now`).
     """
 
-    __slots__ = ("chain", "confined", "excludes", "gitignores", "ignores", "in_git", "names")
+    __slots__ = ("confined", "dir_fd")
 
-    def __init__(
-        self,
-        ignores: _Chain,
-        gitignores: _Chain,
-        excludes: _Chain,
-        in_git: bool,
-        confined: bool,
-        names: _Names | None = None,
-    ) -> None:
-        self.ignores = ignores
-        self.gitignores = gitignores
-        self.excludes = excludes
-        self.in_git = in_git
+    def __init__(self, dir_fd: int | None = None, confined: bool = False) -> None:
+        # `dir_fd`: the folder `read` is given, already open; the folder's
+        # path then only names its files in warnings. `confined`: read no
+        # ignore file through a symlink, nor a `.git` file's repository.
+        self.dir_fd = dir_fd
         self.confined = confined
-        # The order to ask them in: the first file with a matching pattern decides.
-        self.chain = ignores + gitignores + excludes if in_git else ignores
-        # For files and for folders (whose names end with "/"): a regex that
-        # every name some pattern of the chain may match matches, so that
-        # another name needs no `_skipped`; or None when some pattern needs
-        # the entry's path. It only depends on the chain's compiled files, so
-        # a folder with no ignore file of its own takes its parent's.
-        self.names = names if names is not None else _name_filters(self.chain)
 
-    def enter(self, name: str, folder: str, dir_fd: int, hidden: set[str]) -> _Rules:
-        """The rules in this folder's child `name`, at `folder`, open as `dir_fd`."""
-        return _Rules.local(
-            folder,
-            dir_fd,
-            hidden,
-            _descend(self.ignores, name),
-            _descend(self.gitignores, name),
-            _descend(self.excludes, name),
-            self.in_git,
-            self.confined,
-            self.names,
-        )
+    async def read(self, folder: str, name: IgnoreFileName) -> Compiled | None:
+        """Compile `folder`'s ignore file `name` (see `IgnoreFiles.read`)."""
+        if name == GIT_EXCLUDE:
+            return _git_exclude(folder, self.dir_fd, confined=self.confined)
+        if self.dir_fd is None:
+            return _load_ignore_file(os.path.join(folder, name))
+        shown = os.path.join(folder, name)
+        return _load_ignore_file(name, self.dir_fd, shown, follow=not self.confined)
 
-    @staticmethod
-    def local(
-        folder: str,
-        dir_fd: int,
-        hidden: set[str],
-        ignores: _Chain,
-        gitignores: _Chain,
-        excludes: _Chain,
-        in_git: bool,
-        confined: bool,
-        names: _Names | None = None,
-    ) -> _Rules:
-        """Add the ignore files of `folder` (open as `dir_fd`) to the rules from above it.
-
-        `names`: the name filters of the rules from above, kept if nothing is added.
-        """
-        follow = not confined
-        if ".git" in hidden:
-            # The top of a repository: .gitignore files above it do not count.
-            in_git = True
-            gitignores = ()
-            exclude = _git_exclude(folder, dir_fd, confined=confined)
-            excludes = ((exclude, ""),) if exclude is not None else ()
-            names = None
-        if ".ignore" in hidden:
-            shown = os.path.join(folder, ".ignore")
-            found = _load_ignore_file(".ignore", dir_fd, shown, follow=follow)
-            if found is not None:
-                ignores = ((found, ""), *ignores)
-                names = None
-        if in_git and ".gitignore" in hidden:
-            shown = os.path.join(folder, ".gitignore")
-            found = _load_ignore_file(".gitignore", dir_fd, shown, follow=follow)
-            if found is not None:
-                gitignores = ((found, ""), *gitignores)
-                names = None
-        return _Rules(ignores, gitignores, excludes, in_git, confined, names)
+    async def has_git(self, folder: str) -> bool:
+        """Whether the folder at the path `folder` holds a `.git` entry (see `IgnoreFiles`)."""
+        # Blocking on purpose: this coroutine never runs on an event loop (`_run_now`).
+        return os.path.lexists(os.path.join(folder, ".git"))  # noqa: ASYNC240
 
 
-def _name_filters(chain: _Chain) -> _Names:
-    return _name_filter(chain, for_folders=False), _name_filter(chain, for_folders=True)
+def _run_now(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """The result of `coroutine`, a rule reading through `_Disk`, which never suspends.
+
+    The rules are written once for both walkers, as coroutines, since the
+    SFTP walker must await its server; this walker runs in a worker thread
+    with no event loop, and reads the disk directly.
+    """
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        result: _T = done.value
+        return result
+    coroutine.close()
+    raise RuntimeError("a local walk's rules waited for something")
 
 
-def _name_filter(chain: _Chain, *, for_folders: bool) -> re.Pattern[str] | None:
-    sources: list[str] = []
-    for compiled, _ in chain:
-        found = compiled[3] if for_folders else compiled[2]
-        if found is None:
-            return None
-        sources.extend(found)
-    # `re` caches compiled patterns: folders with the same ignore files share one.
-    return _combine(sources) or _NOTHING
-
-
-def _descend(chain: _Chain, name: str) -> _Chain:
-    if not chain:
-        return chain
-    return tuple((compiled, f"{prefix}{name}/") for compiled, prefix in chain)
-
-
-def _rules_above(root: str) -> _Rules:
+def _rules_above(root: str) -> Rules:
     """The ignore files in the folders above `root` that apply below it."""
-    real = os.path.realpath(root)
-    folders = []
-    child = real
-    while (parent := os.path.dirname(child)) != child:
-        folders.append((parent, os.path.relpath(real, parent) + "/"))
-        child = parent
-    ignores: list[_Link] = []
-    for folder, prefix in folders:
-        found = _load_ignore_file(os.path.join(folder, ".ignore"))
-        if found is not None:
-            ignores.append((found, prefix))
-    gitignores: list[_Link] = []
-    excludes: list[_Link] = []
-    in_git = os.path.lexists(os.path.join(real, ".git"))
-    if not in_git:
-        for folder, prefix in folders:
-            found = _load_ignore_file(os.path.join(folder, ".gitignore"))
-            if found is not None:
-                gitignores.append((found, prefix))
-            if os.path.lexists(os.path.join(folder, ".git")):
-                in_git = True
-                exclude = _git_exclude(folder)
-                if exclude is not None:
-                    excludes.append((exclude, prefix))
-                break
-        if not in_git:
-            gitignores.clear()
-    return _Rules(tuple(ignores), tuple(gitignores), tuple(excludes), in_git, False)
+    return _run_now(rules_above(os.path.realpath(root), _Disk()))
 
 
-def _rules_of_target(base_fd: int, base: str, target_fd: int) -> _Rules | None:
+def _with_folder(rules: Rules, folder: str, dir_fd: int, hidden: set[str]) -> Rules:
+    """Add the ignore files of `folder`, open as `dir_fd`, to the rules from above it.
+
+    `hidden`: the names of the folder's hidden entries (see `Rules.add_folder`).
+    """
+    if RULE_NAMES.isdisjoint(hidden):
+        # Nothing to read, so nothing added: spares the usual folder a
+        # coroutine and an object or two.
+        return rules
+    return _run_now(rules.add_folder(_Disk(dir_fd, rules.confined), folder, hidden))
+
+
+def _rules_of_target(base_fd: int, base: str, target_fd: int) -> Rules | None:
     """The rules of the folder open as `target_fd`, beneath the folder `base_fd` at `base`.
 
     Those of `base` and the folders above it (read by path: `base` is
@@ -819,22 +534,15 @@ def _rules_of_target(base_fd: int, base: str, target_fd: int) -> _Rules | None:
         return None
     try:
         folder = base
-        rules = _Rules.local(
-            folder,
-            fd,
-            _list(fd)[1],
-            above.ignores,
-            above.gitignores,
-            above.excludes,
-            above.in_git,
-            True,
-        )
+        # Read by name beneath `base_fd` from here on, like the walk itself.
+        confined = Rules(above.ignores, above.gitignores, above.excludes, above.in_git, True)
+        rules = _with_folder(confined, folder, fd, _list(fd)[1])
         for name in names:
             child = os.open(name, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = child
             folder = os.path.join(folder, name)
-            rules = rules.enter(name, folder, fd, _list(fd)[1])
+            rules = _with_folder(rules.descend(name), folder, fd, _list(fd)[1])
         reached, target = os.fstat(fd), os.fstat(target_fd)
     except OSError:
         return None
@@ -874,24 +582,24 @@ def _walk_tree(
     warn: str,
     shown_root: str,
     make: Callable[[str, str], _T],
-    root_rules: _Rules | None = None,
+    root_rules: Rules | None = None,
 ) -> Iterator[_T]:
     """Yield `make(out + relative path, text)` for the text files below the folder `root`.
 
     Takes over `root_fd`, the open root folder, and closes it. `root` is its
     path, or None when it was given as a descriptor: then no path is ever
-    used, and only ignore files inside the tree count (see `_Rules`), unless
+    used, and only ignore files inside the tree count (see `Rules`), unless
     `root_rules` gives the rules of the root folder, its own files included.
 
     This is the hot loop: syscalls only to open and list folders and to open,
     read and close files (scandir's d_type says what an entry is), and ignore
     patterns only tried where some ignore file applies, and on files or
-    folders only when their name may match (`_Rules.names`).
+    folders only when their name may match (`Rules.names`).
     """
     # One frame per folder being listed: its descriptor, what is left of its
     # entries, its path relative to root ("" or ending in "/"), the prefix of
     # the paths yielded for its files, and its ignore rules.
-    stack: list[tuple[int, Iterator[os.DirEntry[str]], str, str, _Rules]] = []
+    stack: list[tuple[int, Iterator[os.DirEntry[str]], str, str, Rules]] = []
     # Ignore files are named in warnings below this folder.
     named_root = warn if root is None else root
     try:
@@ -902,19 +610,9 @@ def _walk_tree(
         if root_rules is not None:
             rules = root_rules
         elif root is None:
-            rules = _Rules.local(named_root, root_fd, hidden, (), (), (), False, True)
+            rules = _with_folder(Rules((), (), (), False, True), named_root, root_fd, hidden)
         else:
-            above = _rules_above(root)
-            rules = _Rules.local(
-                root,
-                root_fd,
-                hidden,
-                above.ignores,
-                above.gitignores,
-                above.excludes,
-                above.in_git,
-                False,
-            )
+            rules = _with_folder(_rules_above(root), root, root_fd, hidden)
         stack.append((root_fd, iter(entries), "", out, rules))
         root_fd = -1
         multi = tuple("." + e for e in extensions if "." in e) if extensions is not None else ()
@@ -933,28 +631,31 @@ def _walk_tree(
                     is_dir = not is_file and entry.is_dir(follow_symlinks=False)
                 except OSError as exc:
                     # Only when the file system gives no type and the entry is gone.
-                    _warn_unreadable(warn + relative + name, exc)
+                    warn_unreadable(warn + relative + name, exc)
                     continue
                 if is_dir:
+                    # `Rules.keeps`, inlined; the name filter spares most names `skipped`.
                     if chain and (
                         name[0] == "."
                         if dir_names is not None and dir_names.fullmatch(name + "/") is None
-                        else _skipped(chain, name, True)
+                        else skipped(chain, name, True)
                     ):
                         continue
                     try:
                         child_fd = os_open(name, dir_flags, dir_fd=dir_fd)
                     except OSError as exc:
-                        _warn_unlistable(warn + relative + name, exc)
+                        warn_unlistable(warn + relative + name, exc)
                         continue
                     try:
                         child_entries, child_hidden = _list(child_fd)
                         child = f"{relative}{name}/"
                         folder = os.path.join(named_root, child)
-                        child_rules = rules.enter(name, folder, child_fd, child_hidden)
+                        child_rules = _with_folder(
+                            rules.descend(name), folder, child_fd, child_hidden
+                        )
                     except OSError as exc:
                         os_close(child_fd)
-                        _warn_unlistable(warn + relative + name, exc)
+                        warn_unlistable(warn + relative + name, exc)
                         continue
                     except BaseException:
                         os_close(child_fd)
@@ -965,6 +666,7 @@ def _walk_tree(
                     break  # Depth first: the child's entries come before our next ones.
                 if not is_file:
                     continue  # Symlinks, FIFOs, sockets and devices are never opened.
+                # `Rules.keeps`, inlined, as for folders: `wanted`, then the ignore files.
                 if extensions is not None:
                     dot = name.rfind(".")
                     if dot < 0 or (
@@ -974,13 +676,13 @@ def _walk_tree(
                 if chain and (
                     name[0] == "."
                     if file_names is not None and file_names.fullmatch(name) is None
-                    else _skipped(chain, name, False)
+                    else skipped(chain, name, False)
                 ):
                     continue
                 try:
                     fd = os_open(name, read_flags, dir_fd=dir_fd)
                 except OSError as exc:
-                    _warn_unreadable(warn + relative + name, exc)
+                    warn_unreadable(warn + relative + name, exc)
                     continue
                 try:
                     # `_read_regular`, inlined: this runs for every file.
@@ -992,11 +694,13 @@ def _walk_tree(
                         data = whole
                 except OSError as exc:
                     if _is_regular(fd):
-                        _warn_unreadable(warn + relative + name, exc)
+                        warn_unreadable(warn + relative + name, exc)
                     continue
                 finally:
                     os_close(fd)
-                if 0 not in data:  # Faster than `b"\0" in data`: no buffer for the needle.
+                # `as_text`, inlined. `0 not in data` is faster than `b"\0" in data`:
+                # no buffer for the needle.
+                if 0 not in data:
                     yield make(out_folder + name, data.decode("utf-8", "replace"))
             else:
                 stack.pop()
@@ -1006,26 +710,3 @@ def _walk_tree(
             os.close(root_fd)
         for frame in stack:
             os.close(frame[0])
-
-
-def _warn_unlistable(path: str, exc: OSError) -> None:
-    _logger.warning("stream_files could not list %s: %s", path, _describe(exc))
-
-
-def _skipped(chain: _Chain, name: str, is_dir: bool) -> bool:
-    """Whether the ignore files in `chain` (or, when none matches, being hidden) skip `name`.
-
-    Inlined over the whole chain: this runs for every entry where an ignore
-    file applies.
-    """
-    marked = name + "/" if is_dir else name
-    for compiled, prefix in chain:
-        for ignores, by_name, by_path, below in compiled[1] if is_dir else compiled[0]:
-            if by_name is not None and by_name.fullmatch(marked) is not None:
-                # As in ripgrep, a `!` pattern that matches re-includes even a hidden entry.
-                return ignores
-            if by_path is not None and by_path.fullmatch(prefix + marked) is not None:
-                return ignores
-            if below is not None and below.fullmatch(prefix + name) is not None:
-                return ignores
-    return name[0] == "."

@@ -39,7 +39,8 @@ from executor._core.output import CommandOutput, OutputBuffer, Stderr, Stdout
 from executor._core.proc import boot_clock
 from executor._core.session import ProcessSession
 from executor._core.wrappers import running_read_only
-from executor._files.walk import _wanted, normalise_extensions, stream_text_files
+from executor._files.rules import wanted as wanted_name
+from executor._files.walk import normalise_extensions, stream_text_files
 from executor._local.confine import (
     check_spelling,
     open_beneath,
@@ -248,7 +249,7 @@ class LocalExecutor(CommandRunner):
                 # The walk reads it through the magic link, which reaches the
                 # very file opened beneath, not whatever its path names now;
                 # the extension is judged on its name, which that link hides.
-                if not _wanted(posixpath.basename(display), wanted):
+                if not wanted_name(posixpath.basename(display), wanted):
                     return
                 walked, wanted = f"/proc/self/fd/{target}", None
             else:

@@ -1,13 +1,14 @@
-"""`stream_files` over SFTP, with the local walker's rules (see `executor._files.walk`).
+"""`stream_files` over SFTP, with the local walker's rules (see `executor._files.rules`).
 
 The same listing as `rg --files`: `.ignore` files always, `.gitignore` files
 and `.git/info/exclude` inside a git repository (ignore files above the
 walked folder count too, `.gitignore` ones up to the repository's top),
 hidden entries skipped unless re-included, `.git` never listed, symlinks and
 non-regular files skipped, files with a NUL byte skipped as binary. The
-patterns are compiled and matched by the very code the local walker uses;
-only the reading goes over SFTP. The files of one folder are read with
-several requests in flight, since each request waits a network round trip.
+rules are decided, and the patterns compiled and matched, by the very code
+the local walker uses; only the reading goes over SFTP. The files of one
+folder are read with several requests in flight, since each request waits a
+network round trip.
 Not followed from the local walker: a `.git` file (a worktree's or
 submodule's) gives no exclude file here.
 """
@@ -23,16 +24,17 @@ from collections.abc import AsyncIterator
 from typing import Final
 
 from executor._core.base import LoadedFile
-from executor._files.walk import (
-    _compile_ignore_text,
-    _Compiled,
-    _descend,
-    _logger,
-    _Rules,
-    _skipped,
-    _wanted,
-    _warn_unlistable,
-    _warn_unreadable,
+from executor._files.rules import (
+    Compiled,
+    IgnoreFileName,
+    Rules,
+    as_text,
+    compile_ignore_text,
+    rules_above,
+    wanted,
+    warn_ignore_file,
+    warn_unlistable,
+    warn_unreadable,
 )
 from executor._ssh.remote import asyncssh
 
@@ -63,7 +65,7 @@ async def sftp_text_files(
     mode = attributes.permissions or 0
     if stat.S_ISREG(mode):
         name = posixpath.basename(posixpath.normpath(root))
-        if _wanted(name, extensions):
+        if wanted(name, extensions):
             text = await _read_text(sftp, root, shown)
             if text is not None:
                 yield LoadedFile(display or name, text)
@@ -71,12 +73,12 @@ async def sftp_text_files(
     if not stat.S_ISDIR(mode):
         return  # A FIFO, socket or device is no file to list.
     real = os.fsdecode(await sftp.realpath(os.fsencode(root)))
-    above = await _rules_above(sftp, real)
+    above = await rules_above(real, _Server(sftp))
     try:
         entries, hidden = await _list(sftp, real)
     except asyncssh.SFTPError as error:
         raise OSError(errno.EIO, error.reason, shown) from error
-    rules = await _local_rules(sftp, real, hidden, above)
+    rules = await _with_folder(sftp, real, hidden, above)
     out = f"{display}/" if display and not display.endswith("/") else display
     async for loaded in _walk(sftp, real, entries, rules, out, extensions):
         yield loaded
@@ -86,11 +88,10 @@ async def _walk(
     sftp: asyncssh.SFTPClient,
     folder: str,
     entries: list[asyncssh.SFTPName],
-    rules: _Rules,
+    rules: Rules,
     out: str,
     extensions: frozenset[str] | None,
 ) -> AsyncIterator[LoadedFile]:
-    chain = rules.chain
     kept: list[tuple[str, bool]] = []
     for entry in entries:
         name = _name(entry)
@@ -98,11 +99,8 @@ async def _walk(
         is_dir = stat.S_ISDIR(mode)
         if not is_dir and not stat.S_ISREG(mode):
             continue  # Symlinks, FIFOs, sockets and devices are never opened.
-        if not is_dir and not _wanted(name, extensions):
-            continue
-        if _skipped(chain, name, is_dir) if chain else name.startswith("."):
-            continue
-        kept.append((name, is_dir))
+        if rules.keeps(name, is_dir, extensions):
+            kept.append((name, is_dir))
     # Reads run ahead of the consumer over a window of files, in order: the
     # round trips overlap, and at most that many files wait in memory.
     files = [name for name, is_dir in kept if not is_dir]
@@ -129,9 +127,9 @@ async def _walk(
             try:
                 child_entries, child_hidden = await _list(sftp, child)
             except asyncssh.SFTPError as error:
-                _warn_unlistable(out + name, OSError(errno.EIO, error.reason))
+                warn_unlistable(out + name, OSError(errno.EIO, error.reason))
                 continue
-            child_rules = await _local_rules(sftp, child, child_hidden, _enter(rules, name))
+            child_rules = await _with_folder(sftp, child, child_hidden, rules.descend(name))
             async for loaded in _walk(
                 sftp, child, child_entries, child_rules, f"{out}{name}/", extensions
             ):
@@ -159,11 +157,9 @@ async def _read_text(sftp: asyncssh.SFTPClient, path: str, shown: str) -> str | 
         async with sftp.open(os.fsencode(path), "rb") as file:
             data = await file.read()
     except asyncssh.SFTPError as error:
-        _warn_unreadable(shown, OSError(_errno(error), error.reason))
+        warn_unreadable(shown, OSError(_errno(error), error.reason))
         return None
-    if not isinstance(data, bytes) or b"\0" in data:
-        return None
-    return data.decode("utf-8", "replace")
+    return as_text(data) if isinstance(data, bytes) else None
 
 
 def _name(entry: asyncssh.SFTPName) -> str:
@@ -177,99 +173,46 @@ def _errno(error: asyncssh.SFTPError) -> int:
     return {2: errno.ENOENT, 3: errno.EACCES}.get(error.code, errno.EIO)
 
 
-async def _load_ignore_file(sftp: asyncssh.SFTPClient, path: str) -> _Compiled | None:
-    """Compile the remote ignore file at `path`; None if it is missing or has no pattern.
+class _Server:
+    """The SFTP server as the rules' `IgnoreFiles`: every file by its path."""
 
-    The lines are read as a local ignore file's are (`_compile_ignore_text`).
-    """
-    try:
-        async with sftp.open(os.fsencode(path), "rb") as file:
-            data = await file.read()
-    except (asyncssh.SFTPNoSuchFile, asyncssh.SFTPNoSuchPath):
-        return None
-    except asyncssh.SFTPError as error:
-        _logger.warning("stream_files could not read ignore file %s: %s", path, error.reason)
-        return None
-    if not isinstance(data, bytes):
-        return None
-    return _compile_ignore_text(data, path)
+    __slots__ = ("sftp",)
 
+    def __init__(self, sftp: asyncssh.SFTPClient) -> None:
+        self.sftp = sftp
 
-async def _exists(sftp: asyncssh.SFTPClient, path: str) -> bool:
-    try:
-        await sftp.lstat(os.fsencode(path))
-    except asyncssh.SFTPError:
-        return False
-    return True
+    async def read(self, folder: str, name: IgnoreFileName) -> Compiled | None:
+        """Compile `folder`'s ignore file `name` (see `IgnoreFiles.read`).
 
+        The lines are read as a local ignore file's are (`compile_ignore_text`).
+        """
+        path = posixpath.join(folder, name)
+        try:
+            async with self.sftp.open(os.fsencode(path), "rb") as file:
+                data = await file.read()
+        except (asyncssh.SFTPNoSuchFile, asyncssh.SFTPNoSuchPath):
+            return None
+        except asyncssh.SFTPError as error:
+            warn_ignore_file(path, error.reason)
+            return None
+        if not isinstance(data, bytes):
+            return None
+        return compile_ignore_text(data, path)
 
-async def _local_rules(
-    sftp: asyncssh.SFTPClient, folder: str, hidden: set[str], rules: _Rules
-) -> _Rules:
-    """Add the ignore files of `folder` to the rules from above it (as `_Rules.local`)."""
-    ignores, gitignores, excludes, in_git = (
-        rules.ignores,
-        rules.gitignores,
-        rules.excludes,
-        rules.in_git,
-    )
-    changed = False
-    if ".git" in hidden:
-        # The top of a repository: .gitignore files above it do not count.
-        in_git, gitignores, changed = True, (), True
-        exclude = await _load_ignore_file(sftp, f"{folder}/.git/info/exclude")
-        excludes = ((exclude, ""),) if exclude is not None else ()
-    if ".ignore" in hidden:
-        found = await _load_ignore_file(sftp, f"{folder}/.ignore")
-        if found is not None:
-            ignores, changed = ((found, ""), *ignores), True
-    if in_git and ".gitignore" in hidden:
-        found = await _load_ignore_file(sftp, f"{folder}/.gitignore")
-        if found is not None:
-            gitignores, changed = ((found, ""), *gitignores), True
-    if not changed:
-        return rules
-    return _Rules(ignores, gitignores, excludes, in_git, False)
+    async def has_git(self, folder: str) -> bool:
+        """Whether `folder` holds a `.git` entry (see `IgnoreFiles.has_git`)."""
+        try:
+            await self.sftp.lstat(os.fsencode(posixpath.join(folder, ".git")))
+        except asyncssh.SFTPError:
+            return False
+        return True
 
 
-async def _rules_above(sftp: asyncssh.SFTPClient, real: str) -> _Rules:
-    """The ignore files in the folders above `real` that apply below it (as `_rules_above`)."""
-    folders = []
-    child = real
-    while (parent := posixpath.dirname(child)) != child:
-        folders.append((parent, posixpath.relpath(real, parent) + "/"))
-        child = parent
-    ignores: list[tuple[_Compiled, str]] = []
-    for folder, prefix in folders:
-        found = await _load_ignore_file(sftp, posixpath.join(folder, ".ignore"))
-        if found is not None:
-            ignores.append((found, prefix))
-    gitignores: list[tuple[_Compiled, str]] = []
-    excludes: list[tuple[_Compiled, str]] = []
-    in_git = await _exists(sftp, posixpath.join(real, ".git"))
-    if not in_git:
-        for folder, prefix in folders:
-            found = await _load_ignore_file(sftp, posixpath.join(folder, ".gitignore"))
-            if found is not None:
-                gitignores.append((found, prefix))
-            if await _exists(sftp, posixpath.join(folder, ".git")):
-                in_git = True
-                exclude = await _load_ignore_file(sftp, posixpath.join(folder, ".git/info/exclude"))
-                if exclude is not None:
-                    excludes.append((exclude, prefix))
-                break
-        if not in_git:
-            gitignores.clear()
-    return _Rules(tuple(ignores), tuple(gitignores), tuple(excludes), in_git, False)
-
-
-def _enter(rules: _Rules, name: str) -> _Rules:
-    """The rules from above for `rules`' child folder `name`, before its own ignore files."""
-    return _Rules(
-        _descend(rules.ignores, name),
-        _descend(rules.gitignores, name),
-        _descend(rules.excludes, name),
-        rules.in_git,
-        False,
-        rules.names,
-    )
+async def _with_folder(
+    sftp: asyncssh.SFTPClient, folder: str, hidden: set[str], rules: Rules
+) -> Rules:
+    """Add the ignore files of `folder` to the rules from above it (see `Rules.add_folder`)."""
+    # The trailing "/": its ignore files are named `folder/name`, as the walk
+    # names the folder's entries, even below `/` (`//.ignore`, where the
+    # folders above are joined as paths: `/.ignore`).
+    return await rules.add_folder(_Server(sftp), f"{folder}/", hidden)

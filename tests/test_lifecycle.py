@@ -134,6 +134,11 @@ class TestSshLifecycle(LifecycleContract):
     """An SshExecutor against a real sshd."""
 
     @pytest.fixture
+    def anyio_backend(self) -> str:
+        """Only asyncio: asyncssh has no trio support."""
+        return "asyncio"
+
+    @pytest.fixture
     def executor_factory(self, ssh_server: SshServer) -> ExecutorFactory:
         """SshExecutors in one new remote folder."""
         workdir = ssh_server.workdir()

@@ -9,6 +9,8 @@ them as well.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import pytest
 from ssh_server import SshServer, start_server
@@ -643,3 +646,191 @@ async def test_stream_files_many_files_in_order(ex: SshExecutor) -> None:
         expected = [(f.path, f.content) async for f in local.stream_files("many")]
     assert remote == expected
     assert len(remote) == 90
+
+
+# --- the lifecycle contract ----------------------------------------------------------
+
+# A command that ignores SIGTERM (and so does its child): only SIGKILL ends it.
+STUBBORN = "trap '' TERM; sleep 30"
+# A background job that ignores SIGTERM, left running by a command that has exited.
+STUBBORN_JOB = (
+    "nohup sh -c 'trap \"\" TERM; echo $$ > job.pid; while :; do sleep 0.05; done' "
+    ">/dev/null 2>&1 & echo $PPID"
+)
+
+
+async def test_kill_grace_is_wall_time(ssh_server: SshServer) -> None:
+    """A TERM-ignorer dies within kill_grace (wall time) of its timeout, cancel or session end."""
+    grace = 1.0
+    async with connect(ssh_server, kill_grace=grace) as ex:
+        await ex.exec_cmd(Command.shell("true"))  # connected: only the kill is measured
+        started = anyio.current_time()
+        with pytest.raises(TimedOut):
+            await ex.exec_cmd(Command.shell(STUBBORN).with_timeout(0.5))
+        timed_out = anyio.current_time() - started - 0.5
+        started = anyio.current_time()
+        with anyio.move_on_after(0.5):
+            await ex.exec_cmd(Command.shell(STUBBORN))
+        cancelled = anyio.current_time() - started - 0.5
+        async with await ex.start(Command.shell(f"echo up; {STUBBORN}")) as session:
+            await read_until(session, b"up")
+            started = anyio.current_time()
+        left = anyio.current_time() - started
+    assert timed_out < grace + 0.3
+    assert cancelled < grace + 0.3
+    assert left < grace + 0.3
+
+
+async def test_double_cancel_during_the_kill_leaves_nothing(ssh_server: SshServer) -> None:
+    """A command or session cancelled twice while its remote tree is killed leaves no survivor."""
+    async with connect(ssh_server, kill_grace=1.0) as ex:
+
+        async def command() -> None:
+            await ex.exec_cmd(Command.shell(TREE))
+
+        async def session() -> None:
+            async with await ex.start(Command.shell(TREE)):
+                await anyio.sleep(300)
+
+        for run in (command, session):
+            await ex.exec_cmd(Command.shell("rm -f *.pid"))
+            task = asyncio.ensure_future(run())
+            pids = await read_pids(ex, *PID_FILES)
+            task.cancel()
+            await anyio.sleep(0.3)  # within the grace: the stubborn process ignores TERM
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert await remote_alive(ex, pids) == []
+
+
+async def test_cancelled_aclose_still_kills_and_closes(ssh_server: SshServer) -> None:
+    """aclose() cancelled twice mid-kill still ends every remote process and the connection."""
+    workdir = ssh_server.workdir()
+    ex = connect(ssh_server, workdir, kill_grace=1.0)
+    sshd = int((await ex.exec_cmd(Command.shell(STUBBORN_JOB))).stdout)
+    async with connect(ssh_server, workdir) as checker:
+        pids = await read_pids(checker, "job.pid")
+        task = asyncio.ensure_future(ex.aclose())
+        await anyio.sleep(0.3)  # within the grace: the job ignores TERM
+        task.cancel()
+        await anyio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await remote_alive(checker, pids) == []
+        # sshd's process for the connection ends once the connection is closed.
+        await wait_gone(checker, [sshd])
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_aclose_twice_is_harmless(ssh_server: SshServer) -> None:
+    """aclose() after `async with`, twice, and from two tasks at once, returns quietly each time."""
+    async with connect(ssh_server) as ex:
+        await ex.aclose()
+    await ex.aclose()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(ex.aclose)
+        tasks.start_soon(ex.aclose)
+
+
+async def test_concurrent_aclose_returns_when_all_is_ended(ssh_server: SshServer) -> None:
+    """Each of two concurrent aclose() calls returns only once the remote processes are killed."""
+    workdir = ssh_server.workdir()
+    ex = connect(ssh_server, workdir, kill_grace=1.0)
+    await ex.exec_cmd(Command.shell(STUBBORN_JOB))
+    survivors: dict[str, list[int]] = {}
+    async with connect(ssh_server, workdir) as checker:
+        pids = await read_pids(checker, "job.pid")
+
+        async def close(name: str) -> None:
+            await ex.aclose()
+            survivors[name] = await remote_alive(checker, pids)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(close, "first")
+            await anyio.wait_all_tasks_blocked()
+            tasks.start_soon(close, "second")
+    assert survivors == {"first": [], "second": []}
+    await ex.aclose()
+
+
+@contextlib.asynccontextmanager
+async def held_proxy(server: SshServer) -> AsyncIterator[tuple[int, anyio.Event, anyio.Event]]:
+    """A TCP proxy to the sshd: its port, an event set when a client arrives, one that lets it on.
+
+    Each connection waits, accepted but not forwarded, until the second event is set.
+    """
+    arrived, release = anyio.Event(), anyio.Event()
+
+    async def copy(source: anyio.abc.ByteStream, target: anyio.abc.ByteStream) -> None:
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            async for data in source:
+                await target.send(data)
+            await target.send_eof()
+
+    async def forward(client: anyio.abc.SocketStream) -> None:
+        arrived.set()
+        await release.wait()
+        upstream = await anyio.connect_tcp(server.host, server.port)
+        async with client, upstream, anyio.create_task_group() as pumps:
+            pumps.start_soon(copy, client, upstream)
+            pumps.start_soon(copy, upstream, client)
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tasks:
+        tasks.start_soon(listener.serve, forward)
+        yield port, arrived, release
+        tasks.cancel_scope.cancel()
+
+
+async def test_aclose_while_connecting(ssh_server: SshServer) -> None:
+    """A command whose connection is still being opened when aclose() comes never runs."""
+    workdir = ssh_server.workdir()
+    failures: list[ExecutorError] = []
+    with anyio.fail_after(20):
+        async with held_proxy(ssh_server) as (port, arrived, release):
+            ex = connect(ssh_server, workdir, port=port, check_host_key=False)
+
+            async def run() -> None:
+                try:
+                    await ex.exec_cmd(Command.shell("echo ran > ran.txt; sleep 300"))
+                except ExecutorError as error:
+                    failures.append(error)
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(run)
+                await arrived.wait()  # the connection is on its way, held
+                tasks.start_soon(ex.aclose)
+                await anyio.wait_all_tasks_blocked()
+                release.set()
+    assert len(failures) == 1
+    assert "closed" in str(failures[0])
+    async with connect(ssh_server, workdir) as checker:
+        assert (await checker.exec_cmd(Command.shell("ls -A"))).stdout == b""
+
+
+async def test_write_file_cut_off_leaves_old_or_new(ex: SshExecutor) -> None:
+    """A write_file cut off leaves no temporary file, and either the old content or all the new."""
+    content = os.urandom(10 << 20)
+    for cut in ("scope", "timeout", "task", "task twice"):
+        await ex.exec_cmd(Command.write_file("big", b"old"))
+        write = Command.write_file("big", content)
+        if cut == "scope":
+            with anyio.move_on_after(0.05):
+                await ex.exec_cmd(write)
+        elif cut == "timeout":
+            with contextlib.suppress(TimedOut):
+                await ex.exec_cmd(write.with_timeout(0.05))
+        else:
+            task = asyncio.ensure_future(ex.exec_cmd(write))
+            await anyio.sleep(0.05)
+            task.cancel()
+            if cut == "task twice":
+                await anyio.sleep(0.01)
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        assert (await ex.exec_cmd(Command.shell("ls -A"))).stdout == b"big\n", cut
+        assert (await ex.exec_cmd(Command.read_file("big"))).stdout in (b"old", content), cut

@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
+import anyio.lowlevel
 import attrs
 import sniffio
 
@@ -84,22 +85,33 @@ _REFUSED_AT_LIMIT: Final = frozenset({1, 2})
 _REMOTE_SLACK: Final = 5.0
 # read_file reads this much per request.
 _FILE_BLOCK: Final = 1 << 18
-# How often the kill script looks for survivors during the grace period.
-_KILL_POLL: Final = 0.02
-# How many times a kill looks again for a command that has only just started.
-_SETTLE_POLLS: Final = 25
+# How long a kill looks again for a command that has only just started.
+_SETTLE: Final = 0.5
+# The most of a kill's grace period the round trips of the kill may be taken for.
+_KILL_OVERHEAD_CAP: Final = 1.0
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-# Run as `sh -c KILL sh PATTERN POLLS SETTLE`: end every process whose environment
-# has an entry matching PATTERN (a basic regex), every descendant of those
-# (also one that dropped the variable and left the group and the session),
-# and every process group one of them leads. TERM (and CONT, so stopped ones
-# act on it), up to POLLS polls of the grace period, then KILL until none is
-# left. Zombies are dead already. Only builtins run per process; grep and
-# awk run once per look. With nothing found, it looks again up to SETTLE
-# times first: a command that has just started carries the tag only once
-# the login shell has run its line and exec'd the program.
+# Run as `sh -c KILL sh PATTERN GRACE SETTLE` (GRACE and SETTLE in hundredths of
+# a second): end every process whose environment has an entry matching
+# PATTERN (a basic regex), every descendant of those (also one that dropped
+# the variable and left the group and the session), and every process group
+# one of them leads. TERM (and CONT, so stopped ones act on it), then, once
+# GRACE has passed since the script started, KILL until none is left. GRACE
+# is wall time, read from /proc/uptime however long each look takes (were it
+# unreadable, each look would count as 20 ms). Zombies are dead already.
+# Only builtins run per process; grep and awk run once per look. With
+# nothing found, it looks again for up to SETTLE first: a command that has
+# just started carries the tag only once the login shell has run its line
+# and exec'd the program. It prints how long it ran (hundredths), for the
+# executor to tell its own time from the round trips'.
 _KILL_SCRIPT: Final = r"""
+clock() {
+  if { read -r u _ < /proc/uptime; } 2>/dev/null; then
+    c=$(( ${u%.*} * 100 + 1${u#*.} - 100 ))
+  else
+    c=$(( ${c:-0} + 2 ))
+  fi
+}
 find_tree() {
   tagged=$(grep -lz -e "$1" /proc/[0-9]*/environ 2>/dev/null)
   [ -n "$tagged" ] || return 0
@@ -125,29 +137,29 @@ find_tree() {
       for (p in found) { print p; if (group[p] == p) print "-" p }
     }'
 }
+clock
+start=$c
+trap 'clock; echo $((c - start))' EXIT
 t=$(find_tree "$1")
-i=0
-while [ -z "$t" ] && [ "$i" -lt "$3" ]; do
+while [ -z "$t" ]; do
+  clock
+  [ "$c" -lt $((start + $3)) ] || exit 0
   sleep 0.02
   t=$(find_tree "$1")
-  i=$((i + 1))
 done
-[ -n "$t" ] || exit 0
 kill -s TERM -- $t 2>/dev/null
 kill -s CONT -- $t 2>/dev/null
-i=0
-while [ "$i" -lt "$2" ]; do
+while clock && [ "$c" -lt $((start + $2)) ]; do
   sleep 0.02
   t=$(find_tree "$1")
   [ -n "$t" ] || exit 0
-  i=$((i + 1))
 done
 i=0
 while [ "$i" -lt 100 ]; do
-  t=$(find_tree "$1")
-  [ -n "$t" ] || exit 0
   kill -s KILL -- $t 2>/dev/null
   sleep 0.01
+  t=$(find_tree "$1")
+  [ -n "$t" ] || exit 0
   i=$((i + 1))
 done
 echo "processes survived SIGKILL: $t" >&2
@@ -301,6 +313,10 @@ class SshExecutor(CommandRunner):
     _channels: anyio.CapacityLimiter | None = attrs.field(init=False, default=None, repr=False)
     # Whether a command ever ran: aclose() only has remote processes to end then.
     _started: bool = attrs.field(init=False, default=False, repr=False)
+    # Set once aclose() has begun; set when it is done, for a concurrent call to wait on.
+    _closing: anyio.Event | None = attrs.field(init=False, default=None, repr=False)
+    # Seconds the last kill took beyond the kill script's own run: its round trips.
+    _kill_overhead: float = attrs.field(init=False, default=0.0, repr=False)
 
     def __repr__(self) -> str:
         who = f"{self.user}@{self.host}" if self.user else self.host
@@ -349,21 +365,38 @@ class SshExecutor(CommandRunner):
             yield loaded
 
     async def aclose(self) -> None:
-        """Kill every remote process this executor started that still runs; close the connection."""
+        """Kill every remote process this executor started that still runs; close the connection.
+
+        Runs to its end whatever cancels the caller. A second call, also one
+        made meanwhile from another task, returns once the first is done.
+        """
+        if self._closing is not None:
+            await self._closing.wait()
+            return
         self._closed = True
+        self._closing = anyio.Event()
+        try:
+            await run_to_completion(self._shut_down)
+        finally:
+            self._closing.set()
+
+    async def _shut_down(self) -> None:
+        """aclose()'s work: the kill of every tree of this executor, then the connection's close."""
+        if self._connect_lock is not None:
+            # A connection being opened closes itself when it sees the executor
+            # closed; waited for, a bounded time, so that none is left after this.
+            with anyio.move_on_after(_REMOTE_SLACK):
+                async with self._connect_lock:
+                    pass
         connection, self._connection = self._connection, None
         sftp, self._sftp = self._sftp, None
         if connection is None:
             return
-        with anyio.CancelScope(shield=True):
-            if self._started and not connection.is_closed():
-                with contextlib.suppress(Exception):
-                    await self._kill_on(connection, self._id, prefix=True)
-            if sftp is not None:
-                sftp.exit()
-            connection.close()
-            with contextlib.suppress(Exception), anyio.move_on_after(_REMOTE_SLACK):
-                await connection.wait_closed()
+        if self._started and not connection.is_closed():
+            deadline = anyio.current_time() + self.kill_grace
+            with contextlib.suppress(Exception):
+                await self._kill_on(connection, self._id, prefix=True, deadline=deadline)
+        await _close_connection(connection, sftp)
 
     # --- connection ----------------------------------------------------------
 
@@ -398,11 +431,18 @@ class SshExecutor(CommandRunner):
         if self._connect_lock is None:
             self._connect_lock = anyio.Lock()
         async with self._connect_lock:
+            if self._closed:
+                raise ExecutorError("the executor is closed")
             if self._connection is not None and self._connection is not connection:
                 return self._connection  # Another task reconnected meanwhile.
             self._drop()
-            self._connection = await self._open_connection()
-            return self._connection
+            opened = await self._open_connection()
+            if self._closed:
+                # aclose() came while it opened: nothing may start on it.
+                await run_to_completion(lambda: _close_connection(opened))
+                raise ExecutorError("the executor is closed")
+            self._connection = opened
+            return opened
 
     def _drop(self) -> None:
         connection, self._connection = self._connection, None
@@ -689,27 +729,46 @@ class SshExecutor(CommandRunner):
         tag = f"{self._id}/{next(self._serial)}"
         return self._command_line(cmd, argv, tag, removed, changed), tag
 
+    async def open_run(
+        self, cmd: Command, argv: Sequence[str], sink: Sink | None, *, pty: bool = False
+    ) -> ChannelRun:
+        """Start `argv` for `cmd` in a channel of its own; the run that streams it to its end.
+
+        `exec_cmd` and sessions (`SshSession`) start their commands here.
+
+        Raises:
+            ExecutorError: The executor is closed or runs under trio, or the
+                host refused or could not be reached.
+
+        """
+        self._check_open()
+        line, tag = await self._prepare(cmd, argv)
+        started = anyio.current_time()
+        # From now on aclose() has remote processes to end.
+        self._started = True
+        channel, session = await self._open_channel(line, tag, pty=pty)
+        return ChannelRun(self, channel, session, tag, sink, started)
+
     async def _process(
         self, cmd: Command, argv: Sequence[str], stdin: bytes | None, sink: Sink | None
     ) -> CommandOutput:
-        line, tag = await self._prepare(cmd, argv)
-        started = anyio.current_time()
-        self._started = True
-        channel, session = await self._open_channel(line, tag)
-        run = _ChannelRun(self, channel, session, tag, sink, started)
+        run = await self.open_run(cmd, argv, sink)
         return self._checked(await run.run(self._timeout(cmd), stdin=stdin))
 
     async def _kill(self, tag: str, grace: float | None = None, *, settle: bool = False) -> None:
         """Kill the remote tree tagged `tag` through a channel of its own.
 
+        Returns about `grace` seconds (the executor's `kill_grace` by
+        default) from now at most, wall time, when a process ignores SIGTERM.
         `settle`: the command may have only just started, so an empty search
         is repeated for a moment before it counts as nothing to kill.
         """
+        deadline = anyio.current_time() + (self.kill_grace if grace is None else grace)
         try:
             connection = await self._connect()
         except ExecutorError:
-            return  # No way to reach the host; nothing more can be done from here.
-        await self._kill_on(connection, tag, prefix=False, grace=grace, settle=settle)
+            return  # No way to reach the host (or closed: aclose() kills); nothing more to do.
+        await self._kill_on(connection, tag, prefix=False, deadline=deadline, settle=settle)
 
     async def _signal_group(self, tag: str, number: int) -> None:
         """Send signal `number` to the process group of the command tagged `tag`."""
@@ -728,23 +787,46 @@ class SshExecutor(CommandRunner):
         tag: str,
         *,
         prefix: bool,
-        grace: float | None = None,
+        deadline: float,
         settle: bool = False,
     ) -> None:
+        """Kill the tree(s) tagged `tag` over `connection`, SIGKILL at `deadline` (`current_time`).
+
+        The remote script keeps the grace period itself, by its own clock:
+        it gets what is left of it less the round trips the last kill took
+        beyond the script's own time, so SIGKILL comes, and the call returns,
+        near `deadline` however slow each look for the tree is.
+        """
         # The tag holds only hex digits, ":" and "/": nothing a basic regex treats specially.
         pattern = f"^{TREE_VARIABLE}={tag}" + ("/" if prefix else "$")
-        grace = self.kill_grace if grace is None else grace
-        polls = math.ceil(grace / _KILL_POLL)
-        settles = _SETTLE_POLLS if settle else 0
-        line = shlex.join(["sh", "-c", _KILL_SCRIPT, "sh", pattern, str(polls), str(settles)])
+        settle_for = _SETTLE if settle else 0.0
         if self._kill_lock is None:
             self._kill_lock = anyio.Lock()
         # One kill at a time: they share the one channel kept free for them.
         async with self._kill_lock:
+            begun = anyio.current_time()
+            grace = max(0.0, deadline - begun - self._kill_overhead)
+            line = shlex.join(
+                [
+                    "sh",
+                    "-c",
+                    _KILL_SCRIPT,
+                    "sh",
+                    pattern,
+                    str(math.floor(grace * 100)),
+                    str(math.ceil(settle_for * 100)),
+                ]
+            )
             # Bounded: a peer that stopped answering must not hold the caller forever.
-            slack = _REMOTE_SLACK + settles * _KILL_POLL
-            with contextlib.suppress(Exception), anyio.move_on_after(grace + slack):
-                await connection.run(line, check=False)
+            with (
+                contextlib.suppress(Exception),
+                anyio.move_on_after(grace + settle_for + _REMOTE_SLACK),
+            ):
+                result = await connection.run(line, check=False)
+                took = anyio.current_time() - begun
+                with contextlib.suppress(ValueError, IndexError, AttributeError):
+                    spent = int(result.stdout.split()[-1]) / 100
+                    self._kill_overhead = min(max(took - spent, 0.0), _KILL_OVERHEAD_CAP)
 
     # --- files ---------------------------------------------------------------
 
@@ -800,9 +882,9 @@ class SshExecutor(CommandRunner):
 
         try:
             # Not abandoned on timeout or cancellation: a write reported as
-            # failed must not land later.
-            with anyio.CancelScope(shield=True):
-                await self._with_sftp(write)
+            # failed must not land later, and its temporary file goes either
+            # way. It is bounded by the content's size.
+            await run_to_completion(lambda: self._with_sftp(write))
         except asyncssh.SFTPError as error:
             raise await file_failure(cmd.path, _sftp_os_error(error), started, sink) from error
         except OSError as error:
@@ -813,8 +895,12 @@ class SshExecutor(CommandRunner):
         return ExecutorError(f"the connection to {self._where()} was lost: {error}", output)
 
 
-class _ChannelRun:
-    """Streams one command's channel to its end: chunks to a buffer and sink, exit, cleanup."""
+class ChannelRun:
+    """One command's channel, streamed to its end: chunks to a buffer and sink, exit, cleanup.
+
+    `SshExecutor.open_run` makes it. A session (`SshSession`) writes to
+    `channel` and reads `session`'s state, and ends the tree with `kill`.
+    """
 
     def __init__(
         self,
@@ -825,13 +911,30 @@ class _ChannelRun:
         sink: Sink | None,
         started: float,
     ) -> None:
+        self.channel = channel
+        self.session = session
         self._executor = executor
-        self._channel = channel
-        self._session = session
         self._tag = tag
         self._sink = sink
         self._started = started
         self._buffer = OutputBuffer(executor.output_limit)
+
+    async def kill(self, grace: float | None = None) -> None:
+        """Kill the command's whole remote tree: SIGTERM, `grace` (or `kill_grace`), SIGKILL.
+
+        Call it through `run_to_completion`. Also after the exit: it ends
+        the background processes the command left.
+        """
+        session = self.session
+        # Not exited yet: it may have only just started, and not carry its tag yet.
+        settle = not session.ended and not session.closed
+        await self._executor._kill(self._tag, grace, settle=settle)
+
+    async def signal(self, number: int) -> None:
+        """Send signal `number` to the command's process group, if it still runs."""
+        session = self.session
+        if not session.ended and not session.closed:
+            await self._executor._signal_group(self._tag, number)
 
     async def run(
         self, timeout: float | None, *, stdin: bytes | None, close_input: bool = True
@@ -845,7 +948,7 @@ class _ChannelRun:
                 remote tree is killed before it propagates.
 
         """
-        channel, session = self._channel, self._session
+        channel, session = self.channel, self.session
         # A command that ended already (the server closed the channel) did
         # not want its input: what it did not take is its choice, as locally.
         with contextlib.suppress(BrokenPipeError):
@@ -859,13 +962,16 @@ class _ChannelRun:
             deadline = anyio.current_time() + (math.inf if timeout is None else timeout)
             if not await self._pump(until_exit=True, deadline=deadline):
                 timed_out = True
-                await run_to_completion(self._kill)
+                await run_to_completion(self.kill)
             # Output still on its way after the exit, while nothing else holds the pipes.
             await self._pump(
                 until_exit=False, deadline=anyio.current_time() + self._executor.drain_timeout
             )
+            # A cancellation that came while the kill ran wins over the result.
+            await anyio.lowlevel.checkpoint_if_cancelled()
         except BaseException:
-            await run_to_completion(self._kill)
+            if not timed_out:  # Killed already otherwise.
+                await run_to_completion(self.kill)
             raise
         finally:
             # Its slot is freed when the server has closed its end too.
@@ -879,7 +985,7 @@ class _ChannelRun:
                 # aclose() killed what the executor started, this tree with it.
                 raise ExecutorError("the executor was closed while the command ran", output)
             # What still runs over there is found by its tag from a new connection.
-            await run_to_completion(self._kill)
+            await run_to_completion(self.kill)
             raise ExecutorError(
                 f"the connection to {self._executor._where()} was lost while the command ran",
                 output,
@@ -893,7 +999,7 @@ class _ChannelRun:
         are cut short: a chunk being handed to the sink is never abandoned
         midway, so the sink sees every chunk the output keeps.
         """
-        session = self._session
+        session = self.session
         sink = self._sink
 
         def finished() -> bool:
@@ -914,12 +1020,8 @@ class _ChannelRun:
             with anyio.move_on_after(remaining):
                 await session.wait()
 
-    async def _kill(self) -> None:
-        # Not exited yet: it may have only just started, and not carry its tag yet.
-        await self._executor._kill(self._tag, settle=not self._session.ended)
-
     def _output(self) -> CommandOutput:
-        session = self._session
+        session = self.session
         duration = anyio.current_time() - self._started
         number: int | None = None
         if session.exit_signal is not None:
@@ -968,8 +1070,12 @@ async def _write_atomically(sftp: Any, path: bytes, content: bytes) -> None:
                 await file.fsync()
         await sftp.posix_rename(temporary, path)
     except BaseException:
-        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            await sftp.remove(temporary)
+
+        async def remove() -> None:
+            with contextlib.suppress(Exception), anyio.move_on_after(_REMOTE_SLACK):
+                await sftp.remove(temporary)
+
+        await run_to_completion(remove)
         raise
 
 
@@ -981,6 +1087,15 @@ async def _make_folders(sftp: Any, directory: bytes) -> None:
     except asyncssh.SFTPFailure as error:
         # A file where a folder should be: say so as the OS would.
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from error
+
+
+async def _close_connection(connection: Any, sftp: Any = None) -> None:
+    """End `sftp` and close `connection`, waiting a bounded time for the peer to see it."""
+    if sftp is not None:
+        sftp.exit()
+    connection.close()
+    with contextlib.suppress(Exception), anyio.move_on_after(_REMOTE_SLACK):
+        await connection.wait_closed()
 
 
 def _sftp_os_error(error: Any) -> OSError:

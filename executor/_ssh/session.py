@@ -12,18 +12,17 @@ tag (see `executor._ssh.executor`).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import anyio
-
+from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command
 from executor._core.output import CommandOutput
 from executor._core.session import ProcessSession
 
 if TYPE_CHECKING:
-    from executor._ssh.executor import SshExecutor, _ChannelRun
-    from executor._ssh.remote import CommandChannel
+    from executor._ssh.executor import ChannelRun, SshExecutor
 
 __all__ = ["SshSession"]
 
@@ -43,34 +42,24 @@ class SshSession(ProcessSession):
         self._executor = executor
         self._cmd = cmd
         self._argv = tuple(argv)
-        self._tag: str | None = None
-        self._channel: Any = None
-        self._session: CommandChannel | None = None
-        self._run_state: _ChannelRun | None = None
+        # The run of the command's channel, once started; the channel holds
+        # one of the connection's slots until it is closed.
+        self._channel_run: ChannelRun | None = None
 
     async def _begin(self) -> None:
-        executor = self._executor
-        executor._check_open()
-        line, tag = await executor._prepare(self._cmd, self._argv)
-        started = anyio.current_time()
-        executor._started = True
-        # The channel holds one of the connection's slots until it is closed.
-        channel, session = await executor._open_channel(line, tag, pty=self.pty)
-        from executor._ssh.executor import _ChannelRun
-
-        self._tag = tag
-        self._channel, self._session = channel, session
-        self._run_state = _ChannelRun(executor, channel, session, tag, self._offer, started)
+        self._channel_run = await self._executor.open_run(
+            self._cmd, self._argv, self._offer, pty=self.pty
+        )
 
     async def _run(self) -> CommandOutput:
-        assert self._run_state is not None
-        return await self._run_state.run(
+        assert self._channel_run is not None
+        return await self._channel_run.run(
             self._executor._timeout(self._cmd), stdin=None, close_input=False
         )
 
     async def _write_input(self, data: bytes) -> None:
-        session, channel = self._session, self._channel
-        assert session is not None
+        assert self._channel_run is not None
+        channel, session = self._channel_run.channel, self._channel_run.session
         view = memoryview(data)
         while view and not session.closed:
             # One window's worth at a time, waiting while the send buffer is full.
@@ -82,29 +71,27 @@ class SshSession(ProcessSession):
             await session.drain()
 
     async def _close_input(self) -> None:
-        session = self._session
-        if session is not None and not session.closed:
+        run = self._channel_run
+        if run is not None and not run.session.closed:
             with contextlib.suppress(BrokenPipeError):
-                self._channel.write_eof()
+                run.channel.write_eof()
 
     async def _signal(self, signal: int) -> None:
-        session, tag = self._session, self._tag
-        if session is None or tag is None or session.ended or session.closed:
-            return
-        await self._executor._signal_group(tag, signal)
+        if self._channel_run is not None:
+            await self._channel_run.signal(signal)
 
     async def _resize(self, cols: int, rows: int) -> None:
-        session = self._session
-        if session is not None and not session.closed:
+        run = self._channel_run
+        if run is not None and not run.session.closed:
             with contextlib.suppress(BrokenPipeError):
-                self._channel.change_terminal_size(cols, rows)
+                run.channel.change_terminal_size(cols, rows)
 
     async def _terminate(self, grace: float | None = None) -> None:
-        if self._tag is not None:
-            session = self._session
-            settle = session is not None and not session.ended and not session.closed
-            await self._executor._kill(self._tag, grace, settle=settle)
+        run = self._channel_run
+        if run is not None:
+            # Also from cancel(), whose task the block's end may cancel.
+            await run_to_completion(functools.partial(run.kill, grace))
 
     async def _release(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
+        if self._channel_run is not None:
+            self._channel_run.channel.close()

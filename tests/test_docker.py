@@ -708,3 +708,129 @@ async def test_ssh_engine_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         output = await ex.exec_cmd(Command.shell("echo over-ssh"))
         assert output.stdout == b"over-ssh\n"
     assert "agent@engine.example docker system dial-stdio" in log.read_text()
+
+
+# --- the lifecycle contract, both ways ---------------------------------------------
+
+WAYS = ["helper", "exec"]
+
+
+@contextlib.asynccontextmanager
+async def either_way(way: str, kill_grace: float = 0.2) -> AsyncIterator[DockerExecutor]:
+    """A DockerExecutor on a fresh Python container, through its helper or as engine execs."""
+    async with DockerExecutor(
+        PYTHON_IMAGE, helper=way == "helper", kill_grace=kill_grace
+    ) as executor:
+        yield executor
+
+
+@pytest.mark.parametrize("way", WAYS)
+async def test_aclose_twice_is_harmless(way: str) -> None:
+    """A second aclose(), after the block or from two tasks at once, does nothing and fails not."""
+    async with either_way(way) as ex:
+        await ex.exec_cmd(Command.shell("true"))
+        await ex.aclose()
+    await ex.aclose()
+    assert survivors_gone(ex)
+    twice = DockerExecutor(PYTHON_IMAGE, helper=way == "helper")
+    await twice.exec_cmd(Command.shell("true"))
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(twice.aclose)
+        tasks.start_soon(twice.aclose)
+    assert survivors_gone(twice)
+    with pytest.raises(ExecutorError, match="closed"):
+        await twice.exec_cmd(Command.shell("true"))
+
+
+@pytest.mark.parametrize("way", WAYS)
+async def test_kill_grace_is_wall_time(way: str) -> None:
+    """kill_grace is wall time after a timeout, then SIGKILL; a tree that obeys TERM ends sooner."""
+    grace, timeout = 2.0, 0.5
+    async with either_way(way, kill_grace=grace) as ex:
+        await ex.exec_cmd(Command.shell("true"))
+        started = time.monotonic()
+        with pytest.raises(TimedOut):
+            await ex.exec_cmd(Command.shell("trap '' TERM; sleep 30").with_timeout(timeout))
+        elapsed = time.monotonic() - started
+        assert timeout + grace <= elapsed <= timeout + grace + 0.3
+        assert survivors(ex) == []
+        started = time.monotonic()
+        with pytest.raises(TimedOut):
+            await ex.exec_cmd(Command.shell("sleep 30").with_timeout(timeout))
+        assert time.monotonic() - started < timeout + grace
+        assert survivors(ex) == []
+
+
+@pytest.mark.parametrize("way", WAYS)
+async def test_signal_death_is_reported(way: str) -> None:
+    """A command killed by a signal reports it as .signal, one that exits 128 + N does not."""
+    async with either_way(way) as ex:
+        with pytest.raises(NonZeroExit, match="killed by SIGKILL") as caught:
+            await ex.exec_cmd(Command.shell("echo before; kill -9 $$"))
+        output = caught.value.output
+        assert (output.exit_code, output.signal) == (137, 9)
+        # What the wrapper's shell says of the death is not the command's output.
+        assert (output.stdout, output.stderr) == (b"before\n", b"")
+        with pytest.raises(NonZeroExit, match="killed by SIGTERM") as caught:
+            await ex.exec_cmd(Command.exec(["sh", "-c", "kill -TERM $$"]))
+        assert (caught.value.output.exit_code, caught.value.output.signal) == (143, 15)
+        with pytest.raises(NonZeroExit, match="exited with code 137") as caught:
+            await ex.exec_cmd(Command.shell("exit 137"))
+        assert (caught.value.output.exit_code, caught.value.output.signal) == (137, None)
+
+
+@pytest.mark.parametrize("way", WAYS)
+async def test_cut_off_write_leaves_no_temporary(way: str) -> None:
+    """A write cut off by a cancellation leaves no temporary, and the old or all the new content."""
+    content = os.urandom(10 << 20)
+    async with either_way(way) as ex:
+        await ex.exec_cmd(Command.write_file("big.bin", "old"))
+        for delay in (0.01, 0.05, 0.1, 0.2):
+            with anyio.move_on_after(delay):
+                await ex.exec_cmd(Command.write_file("big.bin", content))
+            await anyio.sleep(0.5)
+            listing = await ex.exec_cmd(Command.shell("ls -A"))
+            assert listing.stdout == b"big.bin\n", f"after {delay} s"
+            assert (await ex.exec_cmd(Command.read_file("big.bin"))).stdout in (b"old", content)
+
+
+@pytest.mark.parametrize("way", WAYS)
+async def test_cancelled_twice_while_killing_leaves_no_survivor(
+    way: str, anyio_backend: str
+) -> None:
+    """A command cancelled again while its tree is being killed still leaves nothing running."""
+    async with either_way(way, kill_grace=1.0) as ex:
+        started = anyio.Event()
+
+        def sink(chunk: Chunk) -> None:
+            if b"started" in chunk.data:
+                started.set()
+
+        if anyio_backend == "asyncio":
+            import asyncio
+
+            # asyncio's own cancel, twice: the second comes while the first's kill starts.
+            task = asyncio.ensure_future(ex.exec_cmd_streaming(Command.shell(TREE), sink))
+            with anyio.fail_after(20):
+                await started.wait()
+            task.cancel()
+            for _ in range(3):
+                await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        else:
+            outer, inner = anyio.CancelScope(), anyio.CancelScope()
+
+            async def run() -> None:
+                with outer, inner:
+                    await ex.exec_cmd_streaming(Command.shell(TREE), sink)
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(run)
+                with anyio.fail_after(20):
+                    await started.wait()
+                inner.cancel()
+                await anyio.sleep(0.05)
+                outer.cancel()
+        assert survivors(ex) == []

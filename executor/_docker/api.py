@@ -28,6 +28,7 @@ import anyio
 import anyio.abc
 import attrs
 
+from executor._core.cleanup import run_to_completion
 from executor._core.errors import EngineError, ExecutorError
 
 __all__ = ["API_VERSION", "Connection", "EngineClient", "EngineError", "Response"]
@@ -63,8 +64,8 @@ class _ProcessStream(anyio.abc.ByteStream):
         await self._stdin.aclose()
 
     async def aclose(self) -> None:
-        with anyio.CancelScope(shield=True):
-            await self._process.aclose()
+        # Reaps `ssh`, whatever cancels the caller.
+        await run_to_completion(self._process.aclose)
 
 
 @attrs.frozen
@@ -109,6 +110,7 @@ class Connection:
         self.stream = stream
         self._buffer = bytearray()
         self.reusable = True
+        self._closed = False
 
     async def receive(self, max_bytes: int = _READ) -> bytes:
         """Bytes from the buffer first, then from the stream; `b""` at the end."""
@@ -183,9 +185,12 @@ class Connection:
                 await self.stream.send_eof()
 
     async def aclose(self) -> None:
-        """Close the connection."""
-        with anyio.CancelScope(shield=True):
-            await self.stream.aclose()
+        """Close the connection, whatever cancels the caller; a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self.reusable = False
+        await run_to_completion(self.stream.aclose)
 
 
 @attrs.define(eq=False)

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import anyio
 
+from executor._core.cleanup import run_to_completion
 from executor._core.errors import ExecutorError
 from executor._docker.api import Connection, EngineClient, EngineError
 
@@ -57,6 +58,8 @@ class Channel:
         self._stdout = bytearray()
         self._stderr = bytearray()
         self.closed = False
+        # Set once aclose() has begun: the connection is closed once only.
+        self._shut = False
 
     @classmethod
     async def open(
@@ -112,12 +115,12 @@ class Channel:
             raise ExecutorError("the helper is gone")
         frame = _HEADER.pack(kind, ident, len(payload)) + payload
         async with self._write_lock:
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self._conn.send(frame)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as error:
-                    self.closed = True
-                    raise ExecutorError("the helper is gone") from error
+            try:
+                # Even asyncio's native cancel cannot cut a frame in two.
+                await run_to_completion(lambda: self._conn.send(frame))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as error:
+                self.closed = True
+                raise ExecutorError("the helper is gone") from error
 
     async def send_json(self, kind: int, ident: int, value: Any) -> None:
         """Send one request with a JSON payload."""
@@ -173,15 +176,23 @@ class Channel:
             queue.items.append((kind, payload))
 
     async def aclose(self) -> None:
-        """End the helper: its input closes, and it kills every tree it started."""
+        """End the helper: its input closes, and it kills every tree it started.
+
+        Runs to its end whatever cancels the caller; a second call does nothing.
+        """
         self.closed = True
-        with anyio.CancelScope(shield=True):
-            try:
-                await self._conn.send_eof()
-                with anyio.move_on_after(5):
-                    while await self._conn.receive_frame() is not None:
-                        pass
-            except EngineError:
-                pass
-            finally:
-                await self._conn.aclose()
+        if self._shut:
+            return
+        self._shut = True
+        await run_to_completion(self._end)
+
+    async def _end(self) -> None:
+        try:
+            await self._conn.send_eof()
+            with anyio.move_on_after(5):
+                while await self._conn.receive_frame() is not None:
+                    pass
+        except (EngineError, OSError):
+            pass
+        finally:
+            await self._conn.aclose()

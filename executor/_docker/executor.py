@@ -36,6 +36,7 @@ from executor._core.base import (
     file_failure,
     report_failure,
 )
+from executor._core.cleanup import run_to_completion
 from executor._core.commands import (
     Command,
     ReadFile,
@@ -74,11 +75,26 @@ TREE_VARIABLE: Final = "EXECUTOR_DOCKER_TREE"
 _KEEPALIVE = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
 # Runs each shell or argv command. It prints its pid (the process group: the
 # engine starts every exec in a session of its own) as the first line of
-# stderr, moves to the command's folder, runs the command as a child and
-# prints a marker with the exit code: the command's end is known at once,
-# even while a background process keeps the output open. Its traps keep it
-# alive through the TERM of a kill, so the marker still comes; the child
-# gets the default actions back, as POSIX resets caught signals on exec.
+# stderr, moves to the command's folder, runs the command and prints a marker
+# with the exit code: the command's end is known at once, even while a
+# background process keeps the output open. Its traps keep it alive through
+# the TERM of a kill, so the marker still comes; the command gets the default
+# actions back, as POSIX resets caught signals in a subshell and on exec.
+#
+# How the command ended: a shell's `$?` is 128 + N both for a child killed
+# by signal N and for one that exits with 128 + N, and the engine's exec
+# inspect says no more (its `ExitCode` is 128 + N for a death by signal; it
+# has no signal field). But a shell whose child a signal killed says so on
+# its own stderr ("Killed", "Terminated": busybox ash and dash do, for every
+# signal but INT and PIPE). So the command runs as the child of a command
+# substitution, with the real stdout and stderr (fds 3 and 4 there) and
+# nothing of the substitution's pipe; the substitution's stderr is that
+# pipe, so those words stay out of the command's stderr, and their presence
+# is what tells a death by signal from an exit with the same code. The marker
+# then carries the signal: `NONCE CODE SIGNAL`. Where the shell says nothing
+# (SIGINT, SIGPIPE, or a /bin/sh such as bash, which does not announce the
+# child of a substitution), only the exit code is reported: no signal is
+# claimed that the backend did not see.
 _WRAPPER: Final = """n=$1 d=$2
 shift 2
 trap : HUP INT QUIT TERM
@@ -89,31 +105,50 @@ if ! cd -- "$d" 2>/dev/null; then
     printf '\\000%s 1\\n' "$n" >&2
     exit 1
 fi
-"$@"
+{ s=$(
+    exec 2>&1
+    trap : HUP INT QUIT TERM
+    (exec 1>&3 2>&4 3>&- 4>&-; exec "$@")
+    printf ' %s' "$?"
+); } 3>&1 4>&2
 c=$?
-[ -t 2 ] || printf '\\000%s %s\\n' "$n" "$c"
-printf '\\000%s %s\\n' "$n" "$c" >&2
+case $s in *' '[0-9]*) c=${s##* } ;; esac
+k=
+[ -n "${s% *}" ] && [ "$c" -gt 128 ] && k=" $((c - 128))"
+[ -t 2 ] || printf '\\000%s %s%s\\n' "$n" "$c" "$k"
+printf '\\000%s %s%s\\n' "$n" "$c" "$k" >&2
 exit $c
 """
 # Kills a command's tree inside the container, as root: every process whose
 # environment holds the tree's variable (daemons that left the group
-# included), and the process group. SIGTERM, up to the grace (tenths of a
-# second), then SIGKILL until none is left.
-_KILLER: Final = """c=$1 g=$2 t=$3
+# included), and the process group. SIGTERM at once; then a watcher prints
+# `gone` once no process of the tree is left, while the script waits for the
+# end of its stdin. The caller ends it when the watcher says `gone` or at its
+# deadline on `anyio.current_time()` (the grace is wall time, whatever the
+# listing and the exec cost), and so does a caller that disappears: the kill
+# never stops halfway. Then SIGKILL, until none is left.
+_KILLER: Final = """c=$1 g=$2
 list() {
     for d in /proc/[0-9]*; do
-        tr '\\000' '\\n' <"$d/environ" 2>/dev/null | grep -qF -e "$c" && echo "${d#/proc/}"
+        case $(tr '\\000' '\\n' <"$d/environ" 2>/dev/null) in
+        *"$c"*) echo "${d#/proc/}" ;;
+        esac
     done
 }
-[ "$g" -gt 1 ] && kill -TERM -"$g" 2>/dev/null
-for p in $(list); do kill -TERM "$p" 2>/dev/null; done
+hit() {
+    [ "$g" -gt 1 ] && kill -"$1" -"$g" 2>/dev/null
+    for p in $(list); do kill -"$1" "$p" 2>/dev/null; done
+}
+hit TERM
+(while [ -n "$(list)" ]; do sleep 0.02; done; echo gone) &
+w=$!
+read -r _ || :
+kill "$w" 2>/dev/null
+hit KILL
 i=0
-while [ "$i" -lt "$t" ] && [ -n "$(list)" ]; do sleep 0.1; i=$((i + 1)); done
-[ "$g" -gt 1 ] && kill -KILL -"$g" 2>/dev/null
-i=0
-while [ "$i" -lt 50 ] && [ -n "$(list)" ]; do
-    for p in $(list); do kill -KILL "$p" 2>/dev/null; done
-    sleep 0.05
+while [ "$i" -lt 100 ] && [ -n "$(list)" ]; do
+    sleep 0.02
+    hit KILL
     i=$((i + 1))
 done
 """
@@ -133,6 +168,16 @@ _STDIN_BLOCK = 1 << 16
 # After the exit code, how long to wait for the marker on stdout.
 _STDOUT_MARKER_WAIT = 5.0
 _READ_BLOCK = 1 << 16
+# How long an exec that ended without its marker may take to say how it ended.
+_EXEC_END_WAIT = 5.0
+# Past its grace, how long a kill may take before it is given up.
+_KILL_WAIT = 20.0
+
+
+def _signal_of(code: int) -> int | None:
+    """The signal N of an exit status 128 + N, as the engine reports a death by signal."""
+    number = code - 128
+    return number if 0 < number < 65 else None
 
 
 def _boot_start_time(pid: int) -> str:
@@ -207,8 +252,12 @@ class DockerExecutor(CommandRunner):
     a background child holds the output. Every process of a command
     inherits a variable that marks its tree; on timeout, cancellation or a
     failing sink the tree is killed inside the container (SIGTERM to the
-    group and every marked process, `kill_grace`, SIGKILL), found again by
-    that mark even when a daemon left the group.
+    group and every marked process, `kill_grace` seconds of wall time,
+    SIGKILL), found again by that mark even when a daemon left the group.
+    A command a signal killed reports it as `CommandOutput.signal`: through
+    the helper always (it sees the wait status), as an engine exec when the
+    image's `/bin/sh` announces the death (busybox ash and dash do, for all
+    but SIGINT and SIGPIPE); an exit with 128 + N is never taken for one.
 
     Files go through the archive endpoints, never a shell: exact bytes,
     parents created, an existing file's mode kept, and the new content
@@ -278,6 +327,8 @@ class DockerExecutor(CommandRunner):
     _owner_ids: tuple[int, int] | None = attrs.field(init=False, default=None, repr=False)
     _channel: Channel | None = attrs.field(init=False, default=None, repr=False)
     _helper_tried: bool = attrs.field(init=False, default=False, repr=False)
+    # Set by the first aclose(): later calls wait for it to be done.
+    _closing: anyio.Event | None = attrs.field(init=False, default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if (self.image is None) == (self.container is None):
@@ -380,9 +431,8 @@ class DockerExecutor(CommandRunner):
                     content_type="application/x-tar",
                 )
         except BaseException:
-            with anyio.CancelScope(shield=True):
-                await self._remove(api, container_id)
             self._container_id = None
+            await run_to_completion(lambda: self._remove(api, container_id))
             raise
         return container_id
 
@@ -396,24 +446,38 @@ class DockerExecutor(CommandRunner):
             )
 
     async def aclose(self) -> None:
-        """Remove the container (kill what our commands left in a used one); refuse new commands."""
+        """Remove the container (kill what our commands left in a used one); refuse new commands.
+
+        A second call does nothing but wait until the first one is done (also
+        when two tasks call it at once). The work runs to its end whatever
+        cancels the caller (`run_to_completion`), then the cancellation goes on.
+        """
         self._closed = True
+        if self._closing is not None:
+            await self._closing.wait()
+            return
+        self._closing = anyio.Event()
+        try:
+            await run_to_completion(self._shut_down)
+        finally:
+            self._closing.set()
+
+    async def _shut_down(self) -> None:
         api, container_id = self._api, self._container_id
         if api is None:
             return
-        with anyio.CancelScope(shield=True):
-            try:
-                if self._channel is not None:
-                    # The helper kills every tree it started when its input ends.
-                    await self._channel.aclose()
-                if container_id is not None:
-                    if self._created and not self.keep:
-                        await self._remove(api, container_id)
-                    else:
-                        with contextlib.suppress(CommandError):
-                            await self._kill(api, container_id, f"{TREE_VARIABLE}={self._id}/", 0)
-            finally:
-                await api.aclose()
+        try:
+            if self._channel is not None:
+                # The helper kills every tree it started when its input ends.
+                await self._channel.aclose()
+            if container_id is not None:
+                if self._created and not self.keep:
+                    await self._remove(api, container_id)
+                else:
+                    with contextlib.suppress(CommandError, OSError):
+                        await self._kill(api, container_id, f"{TREE_VARIABLE}={self._id}/", 0)
+        finally:
+            await api.aclose()
 
     # --- commands ------------------------------------------------------------
 
@@ -488,12 +552,25 @@ class DockerExecutor(CommandRunner):
         run.exec_id = await api.create_exec(container_id, prepared.config)
         return await api.attach_exec(run.exec_id, tty=prepared.config["Tty"])
 
-    async def _exit_code(self, api: EngineClient, run: _ExecRun) -> int:
+    async def _exit_status(self, api: EngineClient, run: _ExecRun) -> tuple[int, int | None]:
+        """How the command ended: its exit code, and the signal that killed it (if one did)."""
         if run.exit_code is not None:
-            return run.exit_code
-        # No marker: the wrapper itself was killed. The engine knows how it ended.
-        info = await api.request_json("GET", f"/exec/{run.exec_id}/json")
-        return int(info.get("ExitCode") or 0)
+            # The wrapper's marker: the signal is there when its shell saw one.
+            return run.exit_code, run.signal
+        # No marker: the wrapper itself was killed. The engine knows how it
+        # ended, once its exec is over (the output can end a moment before).
+        info: dict[str, Any] = {}
+        with anyio.move_on_after(_EXEC_END_WAIT):
+            while True:
+                info = await api.request_json("GET", f"/exec/{run.exec_id}/json")
+                if not info.get("Running") and info.get("ExitCode") is not None:
+                    break
+                await anyio.sleep(0.02)
+        code = int(info.get("ExitCode") or 0)
+        # The inspect has no signal field: a death by signal N is `ExitCode`
+        # 128 + N. The wrapper leaves only by its `exit` after the marker, so an
+        # exec without one was ended by a signal: 128 + N here means signal N.
+        return code, _signal_of(code)
 
     async def _helper_channel(self) -> Channel | None:
         """The helper, started at the first command; `None` where it is not used."""
@@ -557,7 +634,8 @@ class DockerExecutor(CommandRunner):
                 await run.communicate(stdin, self.drain_timeout)
                 finished = True
         finally:
-            with anyio.CancelScope(shield=True):
+
+            async def end() -> None:
                 if not finished and not channel.closed:
                     # Timeout, cancellation or a failing sink: the tree dies first.
                     with contextlib.suppress(ExecutorError):
@@ -565,6 +643,8 @@ class DockerExecutor(CommandRunner):
                 with contextlib.suppress(ExecutorError):
                     await channel.send(_channel.RELEASE, ident)
                 channel.forget(ident)
+
+            await run_to_completion(end)
         duration = anyio.current_time() - started
         if deadline.cancelled_caught:
             assert timeout is not None
@@ -579,7 +659,8 @@ class DockerExecutor(CommandRunner):
             raise failure
         if run.exit_code is None:
             raise ExecutorError("the helper ended while the command ran")
-        return self._checked(run.buffer.output(exit_code=run.exit_code, duration=duration))
+        output = run.buffer.output(exit_code=run.exit_code, signal=run.signal, duration=duration)
+        return self._checked(output)
 
     async def _process_exec(
         self, cmd: Command, argv: tuple[str, ...], stdin: bytes | None, sink: Sink | None
@@ -602,15 +683,19 @@ class DockerExecutor(CommandRunner):
         finally:
             if not finished and run.exec_id is not None:
                 # Timeout, cancellation or a failing sink: the tree dies first.
-                with anyio.CancelScope(shield=True):
+
+                async def kill() -> None:
                     with contextlib.suppress(CommandError, OSError):
                         await self._kill(api, container_id, prepared.mark, run.pid or 0)
+
+                await run_to_completion(kill)
         duration = anyio.current_time() - started
         if deadline.cancelled_caught:
             assert timeout is not None
             raise TimedOut(timeout, run.buffer.output(exit_code=None, duration=duration))
-        exit_code = await self._exit_code(api, run)
-        return self._checked(run.buffer.output(exit_code=exit_code, duration=duration))
+        exit_code, signal = await self._exit_status(api, run)
+        output = run.buffer.output(exit_code=exit_code, signal=signal, duration=duration)
+        return self._checked(output)
 
     async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
         """Return a session for a shell or argv command: `async with await ex.start(cmd)`.
@@ -667,11 +752,39 @@ class DockerExecutor(CommandRunner):
         *,
         grace: float | None = None,
     ) -> None:
+        """Kill a tree in the container: SIGTERM, and SIGKILL `grace` seconds from now.
+
+        The grace is wall time, a deadline on `anyio.current_time()`: the
+        killer's stdin ends at it (or as soon as the killer says the tree is
+        gone), whatever the exec and the listing of the processes cost. Call
+        it through `run_to_completion`.
+        """
         grace = self.kill_grace if grace is None else grace
-        tenths = str(max(0, math.ceil(grace * 10)))
-        await self._plain_exec(
-            api, container_id, ["/bin/sh", "-c", _KILLER, "sh", mark, str(group), tenths]
-        )
+        deadline = anyio.current_time() + grace
+        config: dict[str, Any] = {
+            "AttachStdin": True,
+            "AttachStdout": True,
+            "AttachStderr": True,
+            "User": "0",
+            "Cmd": ["/bin/sh", "-c", _KILLER, "sh", mark, str(group)],
+        }
+        with anyio.move_on_after(grace + _KILL_WAIT):
+            exec_id = await api.create_exec(container_id, config)
+            conn = await api.attach_exec(exec_id, tty=False)
+            try:
+                said = b""
+                with anyio.CancelScope(deadline=deadline):
+                    while b"gone" not in said:
+                        frame = await conn.receive_frame()
+                        if frame is None:
+                            return
+                        if frame[0] == 1:
+                            said = said[-8:] + frame[1]
+                await conn.send_eof()
+                while await conn.receive_frame() is not None:
+                    pass
+            finally:
+                await conn.aclose()
 
     # --- files ---------------------------------------------------------------
 
@@ -750,14 +863,24 @@ class DockerExecutor(CommandRunner):
         return output
 
     async def _write_file(self, cmd: WriteFile, sink: Sink | None) -> CommandOutput:
-        # Not abandoned on timeout: a write reported as failed must not land later.
+        # Writes are not abandoned on timeout or cancellation: a write reported
+        # as failed must not land later, and no temporary file may stay behind
+        # (an upload cut midway leaves what the engine had unpacked of it). The
+        # write runs to its end whatever cancels the caller (asyncio's native
+        # cancel too), bounded by the content size; then the cancellation goes on.
         started = anyio.current_time()
-        try:
-            return await self._write_file_at(cmd, sink, started)
-        except EngineError as error:
-            if not error.status:
-                raise
-            raise await file_failure(cmd.path, _reason(error), started, sink) from error
+        done: list[CommandOutput] = []
+
+        async def write() -> None:
+            try:
+                done.append(await self._write_file_at(cmd, sink, started))
+            except EngineError as error:
+                if not error.status:
+                    raise
+                raise await file_failure(cmd.path, _reason(error), started, sink) from error
+
+        await run_to_completion(write)
+        return done[0]
 
     async def _write_file_at(
         self, cmd: WriteFile, sink: Sink | None, started: float
@@ -789,6 +912,7 @@ class DockerExecutor(CommandRunner):
             base, part = posixpath.split(base)
             missing.insert(0, part)
         temporary = f".{name[:32]}.{uuid.uuid4().hex[:12]}.tmp"
+        staged = posixpath.join(directory, temporary)
         archive = _tar_file(missing, temporary, cmd.content, mode)
         try:
             await api.request(
@@ -799,8 +923,10 @@ class DockerExecutor(CommandRunner):
                 content_type="application/x-tar",
             )
         except EngineError as error:
+            # The engine may have unpacked part of it (a full disk, say).
+            with contextlib.suppress(ExecutorError):
+                await self._plain_exec(api, container_id, ["rm", "-f", "--", staged])
             raise await file_failure(cmd.path, _reason(error), started, sink) from error
-        staged = posixpath.join(directory, temporary)
         # The engine unpacks as root; the new folders and the file go to the
         # user, then the rename makes the new content appear all at once.
         created = [posixpath.join(base, *missing[: i + 1]) for i in range(len(missing))]
@@ -935,11 +1061,10 @@ class DockerSession(ProcessSession):
         duration = anyio.current_time() - started
         if deadline.cancelled_caught:
             assert timeout is not None
-            with anyio.CancelScope(shield=True):
-                await self._terminate()
+            await run_to_completion(self._terminate)
             raise TimedOut(timeout, run.buffer.output(exit_code=None, duration=duration))
-        exit_code = await self._executor._exit_code(api, run)
-        return run.buffer.output(exit_code=exit_code, duration=duration)
+        exit_code, signal = await self._executor._exit_status(api, run)
+        return run.buffer.output(exit_code=exit_code, signal=signal, duration=duration)
 
     async def _write_input(self, data: bytes) -> None:
         conn = self._conn
@@ -1001,6 +1126,8 @@ class _HelperRun:
         self.buffer = buffer
         self.sink = sink
         self.exit_code: int | None = None
+        # The signal that killed the command: the helper sees its wait status.
+        self.signal: int | None = None
         self.failure: tuple[int, str] | None = None
         self._closed = False
 
@@ -1050,7 +1177,11 @@ class _HelperRun:
         elif kind == _channel.ERR:
             await self._emit(Stderr(payload))
         elif kind == _channel.EXIT:
-            self.exit_code = int(payload)
+            # `CODE`, or `CODE SIGNAL` for a process a signal killed.
+            fields = payload.split()
+            self.exit_code = int(fields[0])
+            if len(fields) > 1:
+                self.signal = int(fields[1])
         elif kind == _channel.CLOSED:
             self._closed = True
 
@@ -1091,6 +1222,8 @@ class _ExecRun:
         self.exec_id: str | None = None
         self.pid: int | None = None
         self.exit_code: int | None = None
+        # The signal that killed the command, when the wrapper's shell said so.
+        self.signal: int | None = None
         # Set once the wrapper's pid line is read (or the output ended without one).
         self.pid_known = anyio.Event()
         self._head = b""
@@ -1176,8 +1309,11 @@ class _ExecRun:
             await self._emit(Stdout(before) if kind == 1 else Stderr(before))
             self._seen.add(kind)
             if kind == self._control:
-                code = code.strip()
-                self.exit_code = int(code) if code.isdigit() else 1
+                # `CODE`, or `CODE SIGNAL` (see `_WRAPPER`).
+                fields = code.split()
+                self.exit_code = int(fields[0]) if fields and fields[0].isdigit() else 1
+                if len(fields) > 1 and fields[1].isdigit():
+                    self.signal = int(fields[1])
             await self._emit(Stdout(after) if kind == 1 else Stderr(after))
             return
         # Hold back a tail that could be the start of the marker.

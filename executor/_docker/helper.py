@@ -303,7 +303,10 @@ class Helper:
             for fd in list(command.streams):
                 while fd in command.streams and self.read_output(command, fd):
                     pass
-            send(EXIT, command.ident, str(128 - code if code < 0 else code).encode())
+            # A signal's death is told apart from an exit with the same code:
+            # `CODE SIGNAL` then, as the wait status says.
+            status = f"{128 - code} {-code}" if code < 0 else str(code)
+            send(EXIT, command.ident, status.encode())
             if command.released and command.kill_at is None:
                 del self.commands[command.ident]
 

@@ -340,6 +340,25 @@ async def test_wrong_key_is_refused(ssh_server: SshServer, tmp_path: Path) -> No
             await ex.exec_cmd(Command.shell("echo never"))
 
 
+async def test_missing_client_key_is_named(ssh_server: SshServer, tmp_path: Path) -> None:
+    """A client key file that does not exist fails the connection naming the file and the option."""
+    key = tmp_path / "id_ed25519"
+    expected = f"cannot read the client key {key} (client_keys): No such file or directory"
+    async with connect(ssh_server, client_keys=[str(key)], agent_path="") as ex:
+        with pytest.raises(ExecutorError, match=f"^{re.escape(expected)}$") as caught:
+            await ex.exec_cmd(Command.shell("echo never"))
+    assert isinstance(caught.value.__cause__, FileNotFoundError)
+
+
+async def test_unreadable_known_hosts_is_named(ssh_server: SshServer, tmp_path: Path) -> None:
+    """An unreadable known_hosts file fails the connection naming the file and the option."""
+    expected = f"cannot read the known_hosts file {tmp_path} (known_hosts): Is a directory"
+    async with connect(ssh_server, known_hosts=str(tmp_path)) as ex:
+        with pytest.raises(ExecutorError, match=f"^{re.escape(expected)}$") as caught:
+            await ex.exec_cmd(Command.read_file("x"))
+    assert isinstance(caught.value.__cause__, IsADirectoryError)
+
+
 @pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_trio_is_refused_clearly(ssh_server: SshServer) -> None:
     """Under trio every command and listing raises ExecutorError saying asyncio is needed."""

@@ -45,7 +45,6 @@ from executor._core.base import (
     LoadedFile,
     Sink,
     call_sink,
-    file_failure,
     non_negative,
 )
 from executor._core.cleanup import run_to_completion
@@ -59,6 +58,23 @@ from executor._core.errors import ExecutorError, TimedOut
 from executor._core.output import CommandOutput, OutputBuffer, Stdout
 from executor._core.proc import TREE_VARIABLE
 from executor._files.walk import normalise_extensions
+from executor._ssh.errors import (
+    ConnectAttempt,
+    channel_error,
+    command_lost,
+    connect_error,
+    connection_lost,
+    file_errors,
+    is_channel_refusal,
+    is_lost,
+    is_missing,
+    is_unsupported,
+    known_hosts_error,
+    makedirs_error,
+    refused_at_limit,
+    sftp_start_error,
+    translated,
+)
 
 if TYPE_CHECKING:
     import asyncssh
@@ -78,8 +94,6 @@ _RESERVED_CHANNELS: Final = 2
 # times, after 10 ms, 20 ms, ... (2.1 s in all).
 _CHANNEL_RETRIES: Final = 20
 _CHANNEL_RETRY_DELAY: Final = 0.01
-# The codes of those refusals: OPEN_ADMINISTRATIVELY_PROHIBITED, OPEN_CONNECT_FAILED.
-_REFUSED_AT_LIMIT: Final = frozenset({1, 2})
 # Seconds a kill, a signal or the close of the connection may take beyond
 # the grace period before the executor stops waiting for the peer.
 _REMOTE_SLACK: Final = 5.0
@@ -182,9 +196,6 @@ done
 [ -z "$group" ] || kill -s "$name" -- "-$group" 2>/dev/null
 exit 0
 """
-
-# SFTP status codes (RFC draft-ietf-secsh-filexfer-02) as the OS errors they stand for.
-_SFTP_ERRNO: Final = {2: errno.ENOENT, 3: errno.EACCES}
 
 
 def _remote_path(value: StrPath) -> str:
@@ -461,16 +472,22 @@ class SshExecutor(CommandRunner):
         asyncssh = remote.asyncssh
         known_hosts: Any = None
         if self.check_host_key:
-            try:
-                known_hosts = asyncssh.read_known_hosts(self.known_hosts)
-            except FileNotFoundError:
-                # No file: no host is trusted, which the refusal below says.
-                known_hosts = asyncssh.import_known_hosts("")
-            except (OSError, ValueError) as error:
-                raise ExecutorError(
-                    f"cannot read known_hosts {self.known_hosts}: {error}"
-                ) from error
+            with translated(known_hosts_error, self.known_hosts):
+                try:
+                    known_hosts = asyncssh.read_known_hosts(self.known_hosts)
+                except FileNotFoundError:
+                    # No file: no host is trusted, which the refusal below says.
+                    known_hosts = asyncssh.import_known_hosts("")
         witness = remote.HostKeyWitness()
+        attempt = ConnectAttempt(
+            where=self._where(),
+            host=self.host,
+            port=self.port,
+            known_hosts=self.known_hosts,
+            trusted=known_hosts,
+            client_keys=self.client_keys,
+            witness=witness,
+        )
         options: dict[str, Any] = {
             "port": self.port,
             "known_hosts": known_hosts,
@@ -485,44 +502,10 @@ class SshExecutor(CommandRunner):
             options["client_keys"] = list(self.client_keys)
         if self.agent_path is not None:
             options["agent_path"] = self.agent_path
-        try:
+        with translated(connect_error, attempt):
             connection = await asyncssh.connect(self.host, **options)
-        except asyncssh.HostKeyNotVerifiable as error:
-            raise self._untrusted(witness, known_hosts) from error
-        except asyncssh.PermissionDenied as error:
-            raise ExecutorError(
-                f"SSH login to {self._where()} refused: no key was accepted ({error.reason})"
-            ) from error
-        except asyncssh.Error as error:
-            raise ExecutorError(f"cannot connect to {self._where()}: {error.reason}") from error
-        except (OSError, TimeoutError) as error:
-            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
-            raise ExecutorError(
-                f"cannot connect to {self._where()}: {reason or type(error).__name__}"
-            ) from error
         self._witness = witness
         return connection
-
-    def _untrusted(self, witness: HostKeyWitness, known_hosts: Any) -> ExecutorError:
-        """The refusal of a host key known_hosts does not trust, naming its fingerprint."""
-        key = witness.untrusted
-        if key is None:
-            return ExecutorError(f"the host key of {self._where()} is not trusted")
-        offered = f"{key.get_algorithm()} key {key.get_fingerprint('sha256')}"
-        listed = []
-        with contextlib.suppress(Exception):
-            listed = list(known_hosts.match(self.host, "", self.port)[0])
-        if listed:
-            return ExecutorError(
-                f"the host key of {self._where()} has CHANGED: the server offered the "
-                f"{offered}, which is not the key {self.known_hosts} lists for it; "
-                "refusing to connect (someone may be intercepting the connection)"
-            )
-        return ExecutorError(
-            f"the host key of {self._where()} is unknown: the server offered the "
-            f"{offered}, and {self.known_hosts} has no key for this host; "
-            "refusing to connect (add the key to known_hosts once you know it is right)"
-        )
 
     def _limiter(self) -> anyio.CapacityLimiter:
         if self._channels is None:
@@ -552,7 +535,7 @@ class SshExecutor(CommandRunner):
     async def _open_channel_in_slot(
         self, line: str, tag: str, *, pty: bool
     ) -> tuple[Any, CommandChannel]:
-        from executor._ssh.remote import CommandChannel, asyncssh
+        from executor._ssh.remote import CommandChannel
 
         terminal: dict[str, Any] = {"term_type": "xterm", "term_size": (80, 24)} if pty else {}
         failed = None
@@ -565,38 +548,28 @@ class SshExecutor(CommandRunner):
                 channel, session = await connection.create_session(
                     CommandChannel, line, encoding=None, env={}, **terminal
                 )
-            except asyncssh.ChannelOpenError as error:
-                if attempt == 1 and connection.is_closed():
+            except BaseException as error:
+                failure = channel_error(error, self._where(), self.max_sessions)
+                if failure is None:
+                    # Cancelled with the request on its way: the server may start the command.
+                    await run_to_completion(lambda: self._kill(tag, settle=True))
+                    raise
+                # The command never started: running it on a new connection is
+                # safe, once; a refusal only if that came with the connection's end.
+                if attempt == 1 and (connection.is_closed() or not is_channel_refusal(error)):
                     failed = connection
                     continue
-                if error.code in _REFUSED_AT_LIMIT and refusals < _CHANNEL_RETRIES:
-                    # At its MaxSessions: sshd still counts a channel that has
-                    # just closed until its main loop has cleaned it up (OpenSSH
-                    # reports that as "connect failed", others as "prohibited").
+                if refused_at_limit(error) and refusals < _CHANNEL_RETRIES:
+                    # A slot sshd has not cleaned up yet: asked for again a little later.
                     refusals += 1
                     await anyio.sleep(_CHANNEL_RETRY_DELAY * refusals)
                     continue
-                raise ExecutorError(
-                    f"{self._where()} refused a channel for the command: {error.reason} "
-                    f"(does its MaxSessions allow max_sessions={self.max_sessions}?)"
-                ) from error
-            except (asyncssh.Error, OSError) as error:
-                # The command never started: running it on a new connection is safe.
-                if attempt == 1:
-                    failed = connection
-                    continue
-                raise ExecutorError(f"the connection to {self._where()} failed: {error}") from error
-            except BaseException:
-                # Cancelled with the request on its way: the server may start the command.
-                await run_to_completion(lambda: self._kill(tag, settle=True))
-                raise
+                raise failure from error
             assert isinstance(session, CommandChannel)
             return channel, session
 
     async def _sftp_client(self, failed: asyncssh.SFTPClient | None = None) -> asyncssh.SFTPClient:
         """The SFTP client of the connection (started at first use), replacing `failed`."""
-        from executor._ssh.remote import asyncssh
-
         connection = self._connection
         if failed is not None and failed is self._sftp:
             # Its connection went with it: the next one is opened afresh.
@@ -605,11 +578,9 @@ class SshExecutor(CommandRunner):
             connection = await self._connect()
         if self._sftp is not None and self._connection is connection:
             return self._sftp
-        try:
+        with translated(sftp_start_error, self._where()):
             # Names as bytes: a file name that is not UTF-8 is still a name.
             sftp = await connection.start_sftp_client(path_encoding=None)
-        except (asyncssh.Error, OSError) as error:
-            raise ExecutorError(f"cannot start SFTP on {self._where()}: {error}") from error
         if self._connection is connection:
             self._sftp = sftp
         return sftp
@@ -620,18 +591,15 @@ class SshExecutor(CommandRunner):
         `operation` must be safe to run again when it failed that way (reads
         that delivered nothing yet; writes, whose temporary file is new each time).
         """
-        from executor._ssh.remote import LOST
-
         sftp = await self._sftp_client()
         try:
             return await operation(sftp)
-        except LOST:
-            pass
+        except Exception as error:
+            if not is_lost(error):
+                raise
         sftp = await self._sftp_client(failed=sftp)
-        try:
+        with translated(connection_lost, self._where()):
             return await operation(sftp)
-        except LOST as error:
-            raise self._lost(error) from error
 
     # --- commands ------------------------------------------------------------
 
@@ -831,8 +799,6 @@ class SshExecutor(CommandRunner):
     # --- files ---------------------------------------------------------------
 
     async def _read_file(self, cmd: ReadFile, sink: Sink | None) -> CommandOutput:
-        from executor._ssh.remote import LOST, asyncssh
-
         started = anyio.current_time()
         timeout = self._timeout(cmd)
         buffer = OutputBuffer(self.output_limit)
@@ -849,7 +815,13 @@ class SshExecutor(CommandRunner):
             return sftp
 
         deadline = None
-        try:
+        async with file_errors(
+            cmd.path,
+            where=self._where(),
+            started=started,
+            sink=sink,
+            output=lambda: buffer.output(exit_code=None, duration=0.0),
+        ):
             sftp = await self._with_sftp(check)
             with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
                 async with sftp.open(os.fsencode(path), "rb") as file:
@@ -859,12 +831,6 @@ class SshExecutor(CommandRunner):
                         buffer.append(chunk)
                         if sink is not None:
                             await call_sink(sink, chunk)
-        except LOST as error:
-            raise self._lost(error, buffer.output(exit_code=None, duration=0.0)) from error
-        except asyncssh.SFTPError as error:
-            raise await file_failure(cmd.path, _sftp_os_error(error), started, sink) from error
-        except OSError as error:
-            raise await file_failure(cmd.path, error, started, sink) from error
         output = buffer.output(exit_code=None, duration=anyio.current_time() - started)
         if deadline is not None and deadline.cancelled_caught:
             assert timeout is not None
@@ -872,27 +838,18 @@ class SshExecutor(CommandRunner):
         return output
 
     async def _write_file(self, cmd: WriteFile, sink: Sink | None) -> CommandOutput:
-        from executor._ssh.remote import asyncssh
-
         started = anyio.current_time()
         path = self._join(cmd, cmd.path)
 
         async def write(sftp: asyncssh.SFTPClient) -> None:
             await _write_atomically(sftp, os.fsencode(path), cmd.content)
 
-        try:
+        async with file_errors(cmd.path, where=self._where(), started=started, sink=sink):
             # Not abandoned on timeout or cancellation: a write reported as
             # failed must not land later, and its temporary file goes either
             # way. It is bounded by the content's size.
             await run_to_completion(lambda: self._with_sftp(write))
-        except asyncssh.SFTPError as error:
-            raise await file_failure(cmd.path, _sftp_os_error(error), started, sink) from error
-        except OSError as error:
-            raise await file_failure(cmd.path, error, started, sink) from error
         return CommandOutput(duration=anyio.current_time() - started)
-
-    def _lost(self, error: BaseException, output: CommandOutput | None = None) -> ExecutorError:
-        return ExecutorError(f"the connection to {self._where()} was lost: {error}", output)
 
 
 class ChannelRun:
@@ -986,10 +943,7 @@ class ChannelRun:
                 raise ExecutorError("the executor was closed while the command ran", output)
             # What still runs over there is found by its tag from a new connection.
             await run_to_completion(self.kill)
-            raise ExecutorError(
-                f"the connection to {self._executor._where()} was lost while the command ran",
-                output,
-            )
+            raise command_lost(self._executor._where(), output) from session.error
         return output
 
     async def _pump(self, *, until_exit: bool, deadline: float) -> bool:
@@ -1048,7 +1002,9 @@ async def _write_atomically(sftp: Any, path: bytes, content: bytes) -> None:
     mode: int | None = None
     try:
         existing = await sftp.lstat(path)
-    except asyncssh.SFTPNoSuchFile:
+    except Exception as error:
+        if not is_missing(error):
+            raise
         if directory:
             await _make_folders(sftp, directory)
     else:
@@ -1066,8 +1022,12 @@ async def _write_atomically(sftp: Any, path: bytes, content: bytes) -> None:
             await file.write(content)
             if mode is not None:
                 await file.chmod(mode)
-            with contextlib.suppress(asyncssh.SFTPOpUnsupported):
+            try:
                 await file.fsync()
+            except Exception as error:
+                # A server without fsync@openssh.com: the rename is still atomic.
+                if not is_unsupported(error):
+                    raise
         await sftp.posix_rename(temporary, path)
     except BaseException:
 
@@ -1080,13 +1040,8 @@ async def _write_atomically(sftp: Any, path: bytes, content: bytes) -> None:
 
 
 async def _make_folders(sftp: Any, directory: bytes) -> None:
-    from executor._ssh.remote import asyncssh
-
-    try:
+    with translated(makedirs_error):
         await sftp.makedirs(directory, exist_ok=True)
-    except asyncssh.SFTPFailure as error:
-        # A file where a folder should be: say so as the OS would.
-        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from error
 
 
 async def _close_connection(connection: Any, sftp: Any = None) -> None:
@@ -1096,11 +1051,3 @@ async def _close_connection(connection: Any, sftp: Any = None) -> None:
     connection.close()
     with contextlib.suppress(Exception), anyio.move_on_after(_REMOTE_SLACK):
         await connection.wait_closed()
-
-
-def _sftp_os_error(error: Any) -> OSError:
-    """An SFTP status as the OS error it stands for, with the OS's own words where known."""
-    number = _SFTP_ERRNO.get(error.code)
-    if number is not None:
-        return OSError(number, os.strerror(number))
-    return OSError(errno.EIO, error.reason or f"SFTP error {error.code}")

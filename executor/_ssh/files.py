@@ -16,12 +16,11 @@ submodule's) gives no exclude file here.
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import posixpath
 import stat
 from collections.abc import AsyncIterator
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from executor._core.base import LoadedFile
 from executor._files.rules import (
@@ -36,7 +35,10 @@ from executor._files.rules import (
     warn_unlistable,
     warn_unreadable,
 )
-from executor._ssh.remote import asyncssh
+from executor._ssh.errors import sftp_os_error, translated
+
+if TYPE_CHECKING:
+    import asyncssh
 
 __all__ = ["sftp_text_files"]
 
@@ -56,12 +58,8 @@ async def sftp_text_files(
 
     """
     shown = display or "."
-    try:
+    with translated(sftp_os_error, shown):
         attributes = await sftp.stat(os.fsencode(root))
-    except asyncssh.SFTPNoSuchFile as error:
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), shown) from error
-    except asyncssh.SFTPError as error:
-        raise OSError(errno.EIO, error.reason, shown) from error
     mode = attributes.permissions or 0
     if stat.S_ISREG(mode):
         name = posixpath.basename(posixpath.normpath(root))
@@ -74,10 +72,8 @@ async def sftp_text_files(
         return  # A FIFO, socket or device is no file to list.
     real = os.fsdecode(await sftp.realpath(os.fsencode(root)))
     above = await rules_above(real, _Server(sftp))
-    try:
+    with translated(sftp_os_error, shown):
         entries, hidden = await _list(sftp, real)
-    except asyncssh.SFTPError as error:
-        raise OSError(errno.EIO, error.reason, shown) from error
     rules = await _with_folder(sftp, real, hidden, above)
     out = f"{display}/" if display and not display.endswith("/") else display
     async for loaded in _walk(sftp, real, entries, rules, out, extensions):
@@ -125,9 +121,10 @@ async def _walk(
                 continue
             child = f"{folder}/{name}"
             try:
-                child_entries, child_hidden = await _list(sftp, child)
-            except asyncssh.SFTPError as error:
-                warn_unlistable(out + name, OSError(errno.EIO, error.reason))
+                with translated(sftp_os_error):
+                    child_entries, child_hidden = await _list(sftp, child)
+            except OSError as error:
+                warn_unlistable(out + name, error)
                 continue
             child_rules = await _with_folder(sftp, child, child_hidden, rules.descend(name))
             async for loaded in _walk(
@@ -154,10 +151,11 @@ async def _list(sftp: asyncssh.SFTPClient, folder: str) -> tuple[list[asyncssh.S
 async def _read_text(sftp: asyncssh.SFTPClient, path: str, shown: str) -> str | None:
     """The file's text, or None when it is binary or cannot be read (a warning says so)."""
     try:
-        async with sftp.open(os.fsencode(path), "rb") as file:
-            data = await file.read()
-    except asyncssh.SFTPError as error:
-        warn_unreadable(shown, OSError(_errno(error), error.reason))
+        with translated(sftp_os_error):
+            async with sftp.open(os.fsencode(path), "rb") as file:
+                data = await file.read()
+    except OSError as error:
+        warn_unreadable(shown, error)
         return None
     return as_text(data) if isinstance(data, bytes) else None
 
@@ -167,10 +165,6 @@ def _name(entry: asyncssh.SFTPName) -> str:
     # decoded as the local walker's are (undecodable bytes kept as surrogates).
     name = entry.filename
     return os.fsdecode(name) if isinstance(name, bytes) else str(name)
-
-
-def _errno(error: asyncssh.SFTPError) -> int:
-    return {2: errno.ENOENT, 3: errno.EACCES}.get(error.code, errno.EIO)
 
 
 class _Server:
@@ -188,12 +182,13 @@ class _Server:
         """
         path = posixpath.join(folder, name)
         try:
-            async with self.sftp.open(os.fsencode(path), "rb") as file:
-                data = await file.read()
-        except (asyncssh.SFTPNoSuchFile, asyncssh.SFTPNoSuchPath):
-            return None
-        except asyncssh.SFTPError as error:
-            warn_ignore_file(path, error.reason)
+            with translated(sftp_os_error):
+                async with self.sftp.open(os.fsencode(path), "rb") as file:
+                    data = await file.read()
+        except FileNotFoundError:
+            return None  # No ignore file of that name here.
+        except OSError as error:
+            warn_ignore_file(path, error)
             return None
         if not isinstance(data, bytes):
             return None
@@ -202,8 +197,9 @@ class _Server:
     async def has_git(self, folder: str) -> bool:
         """Whether `folder` holds a `.git` entry (see `IgnoreFiles.has_git`)."""
         try:
-            await self.sftp.lstat(os.fsencode(posixpath.join(folder, ".git")))
-        except asyncssh.SFTPError:
+            with translated(sftp_os_error):
+                await self.sftp.lstat(os.fsencode(posixpath.join(folder, ".git")))
+        except OSError:
             return False
         return True
 

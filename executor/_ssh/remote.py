@@ -16,16 +16,7 @@ import asyncssh
 
 from executor._core.output import Chunk, Stderr, Stdout
 
-__all__ = ["LOST", "CommandChannel", "HostKeyWitness", "asyncssh"]
-
-LOST: Final = (
-    asyncssh.SFTPConnectionLost,
-    asyncssh.SFTPNoConnection,
-    asyncssh.DisconnectError,
-    asyncssh.ChannelOpenError,
-    ConnectionError,
-)
-"""What a lost connection raises from an SFTP or channel request."""
+__all__ = ["CommandChannel", "HostKeyWitness", "asyncssh"]
 
 # A reader that falls this far behind pauses the channel; SSH's flow control
 # then stops the remote command once the window is spent.

@@ -483,21 +483,37 @@ READ_BIG = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 import anyio
-from executor import Command, LocalExecutor
+from executor import Command, LocalExecutor, NonZeroExit
 
 async def main() -> None:
+    seen = 0
+
+    def count(chunk: object) -> None:
+        nonlocal seen
+        seen += len(chunk.data)  # type: ignore[attr-defined]
+
     async with LocalExecutor(sys.argv[1], output_limit=1000) as ex:
-        out = await ex.exec_cmd(Command.read_file("sparse.bin"))
-        assert out.truncated and len(out.stdout) == 1000, (out.truncated, len(out.stdout))
-        print("ok")
+        out = await ex.exec_cmd_streaming(Command.read_file("sparse.bin"), count)
+        # Streamed to the sink whole; the output holds none of it, and says so.
+        assert seen == 2 << 30 and out.stdout == b"" and out.truncated, (seen, len(out.stdout))
+        assert out.elided is not None and out.elided.bytes == 2 << 30
+    async with LocalExecutor(sys.argv[1], read_limit=1 << 20) as ex:
+        try:
+            await ex.exec_cmd(Command.read_file("sparse.bin"))
+        except NonZeroExit as error:
+            assert "read limit of 1048576 bytes" in error.message, error.message
+            assert error.output.stdout == b""
+        else:
+            raise AssertionError("a file past read_limit was read")
+    print("ok")
 
 anyio.run(main)
 """
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_read_file_memory_is_bounded_by_output_limit(tmp_path: Path) -> None:
-    """read_file of a 2 GiB (sparse) file with output_limit=1000 works in 1 GiB of address space."""
+async def test_read_file_memory_is_bounded_through_a_sink_or_a_limit(tmp_path: Path) -> None:
+    """A 2 GiB (sparse) file streams to a sink, or fails past read_limit, in 1 GiB of memory."""
     (tmp_path / "sparse.bin").touch()
     os.truncate(tmp_path / "sparse.bin", 2 << 30)
     with anyio.fail_after(60):

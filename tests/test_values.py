@@ -334,3 +334,67 @@ async def test_wrappers_close_what_they_wrap(tmp_path: Path) -> None:
         pass
     with pytest.raises(ExecutorError, match="closed"):
         await local.exec_cmd(Command.shell("true"))
+
+
+# --- cut output: the marker, the spill file, the rendering for models -------------------
+
+
+@given(
+    pieces=st.lists(st.binary(max_size=300).map(lambda b: b.replace(b"\r", b"\n")), max_size=40),
+    limit=st.integers(min_value=0, max_value=400),
+)
+def test_the_elision_counts_what_the_buffer_left_out(
+    pieces: list[bytes], limit: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Kept plus elided bytes and newlines are all of the output; the spill file holds it all."""
+    folder = tmp_path_factory.mktemp("spill")
+    buffer = OutputBuffer(limit, spill_dir=str(folder))
+    for piece in pieces:
+        buffer.append(Stdout(piece))
+    output = buffer.output(exit_code=0, duration=0.0)
+    whole = b"".join(pieces)
+    if output.elided is None:
+        assert output.stdout == whole
+        assert not list(folder.iterdir())
+        return
+    elided = output.elided
+    assert len(output.stdout) + elided.bytes == len(whole)
+    assert output.stdout.count(b"\n") + elided.lines == whole.count(b"\n")
+    kept = output.chunks
+    assert (
+        b"".join(c.data for c in kept[: elided.at])
+        == whole[: len(b"".join(c.data for c in kept[: elided.at]))]
+    )
+    assert elided.spill is not None
+    assert Path(elided.spill).read_bytes() == whole
+    assert elided.marker() in output.text()
+
+
+def test_the_marker_stands_at_the_cut_on_a_line_of_its_own() -> None:
+    """`text()` puts the marker between the head and the tail, each line whole around it."""
+    buffer = OutputBuffer(20)
+    for n in range(100):
+        buffer.append(Stdout(f"{n}\n".encode()))
+    text = buffer.output(exit_code=0, duration=0.0).text()
+    head, marker, tail = text.partition("[... ")
+    assert head.startswith("0\n1\n")
+    assert marker
+    assert tail.split("\n", 1)[1].endswith("98\n99\n")
+
+
+def test_for_model_keeps_whole_lines_within_the_budget_and_says_how_it_ended() -> None:
+    """Past the budget whole head and tail lines stay, a marker counts the rest, a status closes."""
+    from executor._core.render import for_model
+
+    lines = [f"line {n}\n" for n in range(1000)]
+    output = CommandOutput(chunks=(Stdout("".join(lines).encode()),), exit_code=3)
+    text = for_model(output, budget=200)
+    assert text.startswith("line 0\n")
+    assert text.endswith("line 999\n[exit code 3]")
+    kept = [line for line in text.splitlines(keepends=True) if line.startswith("line ")]
+    missing = int(text.split("[... ")[1].split(" lines")[0])
+    assert len(kept) + missing == 1000
+    assert sum(map(len, kept)) <= 200
+    killed = CommandOutput(chunks=(Stdout(b"x"),), exit_code=137, signal=9)
+    assert for_model(killed).endswith("x\n[killed by SIGKILL, exit code 137]")
+    assert for_model(CommandOutput(chunks=(Stdout(b"file"),))) == "file"

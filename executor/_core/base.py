@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import abc
+import errno
 import inspect
+import os
 import signal
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias, TypeVar
 
@@ -24,7 +27,7 @@ from executor._core.commands import (
     session_argv,
 )
 from executor._core.errors import CommandError, ExecutorError, NonZeroExit
-from executor._core.output import Chunk, CommandOutput, Stderr
+from executor._core.output import Chunk, CommandOutput, Elision, OutputBuffer, Stderr
 from executor._core.resource import AsyncResource
 
 if TYPE_CHECKING:
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_OUTPUT_LIMIT",
     "CommandRunner",
+    "FileBuffer",
     "LoadedFile",
     "Sink",
     "ToolExecutor",
@@ -248,6 +252,72 @@ def _limit(_: object, attribute: attrs.Attribute[Any], value: int | None) -> Non
         raise ValueError(f"{attribute.name} must be >= 0 or None, got {value!r}")
 
 
+# Where `spill=True` keeps whole outputs: one folder per user, kept until removed.
+_SPILL_DIR = os.path.join(tempfile.gettempdir(), f"executor-output-{os.getuid()}")
+
+
+def _spill_folder(value: StrPath | bool) -> str | bool:
+    return value if isinstance(value, bool) else os.fspath(value)
+
+
+class FileBuffer:
+    """A file's content as it is read: whole, or a clear failure; never head and tail glued.
+
+    Without a sink every block is kept, however large the file, unless it
+    passes `read_limit`: then the read fails (an `OSError` EFBIG naming the
+    size and the limit, which the backends report as a file failure). With a
+    sink the blocks go to the sink as read and the output keeps them only
+    while they fit in `keep` bytes; past that it keeps none, and says so
+    (`truncated`, with an `Elision` at 0 counting every byte), so what it
+    holds is the whole file or nothing of it.
+    """
+
+    def __init__(self, shown: str, *, read_limit: int | None, keep: int | None) -> None:
+        self._shown = shown
+        self._read_limit = read_limit
+        self._keep = keep
+        self._chunks: list[Chunk] = []
+        self._read = 0
+        self._lines = 0
+        self._dropped = False
+
+    def check_size(self, size: int) -> None:
+        """Fail before reading when the file's size is past `read_limit`."""
+        if self._read_limit is not None and size > self._read_limit:
+            raise self._too_large(f"{size} bytes")
+
+    def _too_large(self, size: str) -> OSError:
+        return OSError(
+            errno.EFBIG,
+            f"the file has {size}, more than the read limit of {self._read_limit} bytes "
+            "(read_limit); nothing of it was returned",
+        )
+
+    def append(self, chunk: Chunk) -> None:
+        """Take the next block, failing if the file grew past `read_limit`."""
+        self._read += len(chunk.data)
+        if self._read_limit is not None and self._read > self._read_limit:
+            raise self._too_large(f"more than {self._read_limit} bytes")
+        if self._keep is None:
+            self._chunks.append(chunk)
+            return
+        if self._dropped or self._read > self._keep:
+            self._lines += chunk.data.count(b"\n")
+            if not self._dropped:
+                self._dropped = True
+                self._lines += sum(kept.data.count(b"\n") for kept in self._chunks)
+                self._chunks.clear()
+            return
+        self._chunks.append(chunk)
+
+    def output(self, *, duration: float) -> CommandOutput:
+        """The file read so far as an output (no exit code: a file command)."""
+        elided = Elision(at=0, bytes=self._read, lines=self._lines) if self._dropped else None
+        return CommandOutput(
+            chunks=tuple(self._chunks), duration=duration, truncated=self._dropped, elided=elided
+        )
+
+
 @attrs.define(eq=False)
 class CommandRunner(ToolExecutor):
     """A backend that runs commands itself (local, Docker, SSH): one dispatch for them all.
@@ -272,7 +342,23 @@ class CommandRunner(ToolExecutor):
     )
     kill_grace: float = attrs.field(default=1.0, kw_only=True, validator=non_negative)
     drain_timeout: float = attrs.field(default=0.1, kw_only=True, validator=non_negative)
+    read_limit: int | None = attrs.field(default=None, kw_only=True, validator=_limit)
+    spill: str | bool = attrs.field(default=False, kw_only=True, converter=_spill_folder)
     _closed: bool = attrs.field(init=False, default=False, repr=False)
+
+    def output_buffer(self) -> OutputBuffer:
+        """A buffer for one command's output: `output_limit` bytes kept, the rest spilled."""
+        spill_dir: str | None = None
+        if self.spill:
+            spill_dir = _SPILL_DIR if self.spill is True else str(self.spill)
+            os.makedirs(spill_dir, mode=0o700, exist_ok=True)
+        return OutputBuffer(self.output_limit, spill_dir=spill_dir)
+
+    def file_buffer(self, shown: str, sink: Sink | None) -> FileBuffer:
+        """A buffer for one file read: the whole file, or the read fails (see `FileBuffer`)."""
+        return FileBuffer(
+            shown, read_limit=self.read_limit, keep=None if sink is None else self.output_limit
+        )
 
     async def exec_cmd(self, cmd: Command) -> CommandOutput:
         """Run `cmd` to the end and return its output (see `ToolExecutor.exec_cmd`)."""

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import collections
-from typing import TypeAlias
+import os
+import tempfile
+from typing import BinaryIO, TypeAlias
 
 import attrs
 
-__all__ = ["Chunk", "CommandOutput", "OutputBuffer", "Stderr", "Stdout"]
+__all__ = ["Chunk", "CommandOutput", "Elision", "OutputBuffer", "Stderr", "Stdout"]
 
 
 @attrs.frozen
@@ -40,6 +42,32 @@ def _drop_empty(chunks: tuple[Chunk, ...]) -> tuple[Chunk, ...]:
 
 
 @attrs.frozen(kw_only=True)
+class Elision:
+    """Where a command's stored output was cut, and how much was cut out.
+
+    Attributes:
+        at: The index in `CommandOutput.chunks` where the cut-out part stood:
+            the chunks before it are the head, the ones from it on the tail.
+        bytes: How many bytes were left out.
+        lines: How many newlines were among them.
+        spill: The file on this machine that holds the whole output, both
+            streams in the order read, when the executor was asked to keep it
+            (`spill=`); `None` otherwise.
+
+    """
+
+    at: int
+    bytes: int
+    lines: int
+    spill: str | None = None
+
+    def marker(self) -> str:
+        """The line that stands in for the cut-out part in `text()`."""
+        where = f"; the whole output is in {self.spill}" if self.spill else ""
+        return f"[... {self.lines} lines ({self.bytes} bytes) elided{where} ...]"
+
+
+@attrs.frozen(kw_only=True)
 class CommandOutput:
     """What a command printed, how it ended and how long it took.
 
@@ -52,6 +80,8 @@ class CommandOutput:
         duration: Seconds from start to end.
         truncated: Whether output was left out of `chunks` because it passed the
             executor's cap on stored output (the head and the tail are kept).
+        elided: Where it was left out and how much (`None` when nothing was,
+            or when that is not known, as for an output replayed from a journal).
 
     """
 
@@ -60,6 +90,7 @@ class CommandOutput:
     signal: int | None = None
     duration: float = 0.0
     truncated: bool = False
+    elided: Elision | None = None
 
     @classmethod
     def empty(cls) -> CommandOutput:
@@ -80,20 +111,17 @@ class CommandOutput:
         """Both streams in the order read, decoded as UTF-8 with replacement.
 
         Chunks of one stream are joined before decoding, so a character split
-        across two reads decodes whole; a switch of stream ends a run.
+        across two reads decodes whole; a switch of stream ends a run. Where
+        output was cut (`elided`), a marker line stands at the cut and says
+        how much is missing (and where the whole of it was kept).
         """
-        parts: list[str] = []
-        run: list[bytes] = []
-        kind: type | None = None
-        for chunk in self.chunks:
-            if type(chunk) is not kind and run:
-                parts.append(b"".join(run).decode("utf-8", "replace"))
-                run = []
-            kind = type(chunk)
-            run.append(chunk.data)
-        if run:
-            parts.append(b"".join(run).decode("utf-8", "replace"))
-        return "".join(parts)
+        elided = self.elided
+        if elided is None or not 0 <= elided.at <= len(self.chunks):
+            return _decode(self.chunks)
+        head = _decode(self.chunks[: elided.at])
+        tail = _decode(self.chunks[elided.at :])
+        opening = "\n" if head and not head.endswith("\n") else ""
+        return f"{head}{opening}{elided.marker()}\n{tail}"
 
     def __len__(self) -> int:
         return sum(len(chunk.data) for chunk in self.chunks)
@@ -105,17 +133,49 @@ class CommandOutput:
 _EMPTY = CommandOutput()
 
 
+def _decode(chunks: tuple[Chunk, ...]) -> str:
+    parts: list[str] = []
+    run: list[bytes] = []
+    kind: type | None = None
+    for chunk in chunks:
+        if type(chunk) is not kind and run:
+            parts.append(b"".join(run).decode("utf-8", "replace"))
+            run = []
+        kind = type(chunk)
+        run.append(chunk.data)
+    if run:
+        parts.append(b"".join(run).decode("utf-8", "replace"))
+    return "".join(parts)
+
+
 class OutputBuffer:
     """Collects chunks in order, keeping at most `limit` bytes: the head and the tail.
 
     With no limit every chunk is kept. With a limit, the first half of it holds
     the earliest bytes and the second half the latest; what falls between is
-    counted and dropped, so memory stays bounded however long the command runs.
+    counted (bytes and line ends) and dropped, so memory stays bounded however
+    long the command runs.
+
+    With `spill_dir`, the whole output is also kept aside in a file of its own
+    in that folder, once (and only if) the limit is passed: what was held so
+    far goes into it, then every byte that follows, both streams in the order
+    read. The file is the caller's to keep or remove.
     """
 
-    __slots__ = ("_head", "_head_room", "_tail", "_tail_bytes", "_tail_limit", "dropped")
+    __slots__ = (
+        "_head",
+        "_head_room",
+        "_spill",
+        "_spill_dir",
+        "_spill_path",
+        "_tail",
+        "_tail_bytes",
+        "_tail_limit",
+        "dropped",
+        "dropped_lines",
+    )
 
-    def __init__(self, limit: int | None = None) -> None:
+    def __init__(self, limit: int | None = None, *, spill_dir: str | None = None) -> None:
         if limit is not None and limit < 0:
             raise ValueError(f"output limit must be >= 0, got {limit}")
         self._head: list[Chunk] = []
@@ -123,13 +183,19 @@ class OutputBuffer:
         self._tail: collections.deque[Chunk] = collections.deque()
         self._tail_limit = limit // 2 if limit is not None else 0
         self._tail_bytes = 0
+        self._spill_dir = spill_dir
+        self._spill: BinaryIO | None = None
+        self._spill_path: str | None = None
         self.dropped = 0
+        self.dropped_lines = 0
 
     def append(self, chunk: Chunk) -> None:
         """Add a chunk, dropping the middle of the output when it passes the limit."""
         size = len(chunk.data)
         if not size:
             return
+        if self._spill is not None:
+            self._spill.write(chunk.data)
         if self._head_room is None:
             self._head.append(chunk)
             return
@@ -146,8 +212,12 @@ class OutputBuffer:
 
     def _append_tail(self, chunk: Chunk, size: int) -> None:
         limit = self._tail_limit
+        if self._spill_dir is not None and self._spill is None and self._tail_bytes + size > limit:
+            self._start_spill(chunk)
         if size >= limit:
             self.dropped += self._tail_bytes + size - limit
+            self.dropped_lines += sum(kept.data.count(b"\n") for kept in self._tail)
+            self.dropped_lines += chunk.data.count(b"\n", 0, size - limit)
             self._tail.clear()
             self._tail_bytes = 0
             if limit:
@@ -163,17 +233,45 @@ class OutputBuffer:
                 self._tail.popleft()
                 self._tail_bytes -= len(first.data)
                 self.dropped += len(first.data)
+                self.dropped_lines += first.data.count(b"\n")
                 excess -= len(first.data)
             else:
+                self.dropped_lines += first.data.count(b"\n", 0, excess)
                 self._tail[0] = type(first)(first.data[excess:])
                 self._tail_bytes -= excess
                 self.dropped += excess
                 excess = 0
 
+    def _start_spill(self, pending: Chunk) -> None:
+        """Keep the whole output aside from here on: what is held, then `pending`."""
+        assert self._spill_dir is not None
+        fd, path = tempfile.mkstemp(dir=self._spill_dir, prefix="output-", suffix=".log")
+        self._spill = os.fdopen(fd, "wb")
+        self._spill_path = path
+        # In the order read: the head (whose last piece may be the front of the
+        # chunk being added, whose rest is `pending`), the tail, then `pending`.
+        for kept in (*self._head, *self._tail, pending):
+            self._spill.write(kept.data)
+
     @property
     def truncated(self) -> bool:
         """Whether any byte was dropped."""
         return self.dropped > 0
+
+    def elision(self) -> Elision | None:
+        """Where the output was cut and how much was cut out; `None` if nothing was."""
+        if not self.dropped:
+            return None
+        self.close()
+        return Elision(
+            at=len(self._head), bytes=self.dropped, lines=self.dropped_lines, spill=self._spill_path
+        )
+
+    def close(self) -> None:
+        """Finish the spill file, if there is one (a second call does nothing)."""
+        spill, self._spill = self._spill, None
+        if spill is not None:
+            spill.close()
 
     def chunks(self) -> tuple[Chunk, ...]:
         """The kept chunks, in order."""
@@ -189,4 +287,5 @@ class OutputBuffer:
             signal=signal,
             duration=duration,
             truncated=self.truncated,
+            elided=self.elision(),
         )

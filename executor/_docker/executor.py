@@ -618,7 +618,7 @@ class DockerExecutor(CommandRunner):
         mark = f"{self._id}/{next(self._serial)}."
         env, replace = await self._env_request(api, container_id, cmd, mark)
         ident = channel.new_id()
-        run = _HelperRun(channel, ident, OutputBuffer(self.output_limit), sink)
+        run = _HelperRun(channel, ident, self.output_buffer(), sink)
         request = {
             "argv": list(argv),
             "cwd": self.resolve(cmd),
@@ -670,7 +670,7 @@ class DockerExecutor(CommandRunner):
         api, container_id, prepared = await self._prepare(
             cmd, argv, stdin=stdin is not None, tty=False
         )
-        run = _ExecRun(prepared.nonce, OutputBuffer(self.output_limit), sink, self.drain_timeout)
+        run = _ExecRun(prepared.nonce, self.output_buffer(), sink, self.drain_timeout)
         finished = False
         try:
             with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
@@ -821,13 +821,16 @@ class DockerExecutor(CommandRunner):
             if not error.status:
                 raise
             raise await file_failure(cmd.path, _reason(error), started, sink) from error
+        except OSError as error:
+            # The read limit, passed (see `FileBuffer`).
+            raise await file_failure(cmd.path, error, started, sink) from error
 
     async def _read_file_at(
         self, cmd: ReadFile, sink: Sink | None, started: float
     ) -> CommandOutput:
         api, container_id = await self._ensure()
         timeout = self._timeout(cmd)
-        buffer = OutputBuffer(self.output_limit)
+        buffer = self.file_buffer(cmd.path, sink)
         path = self.resolve(cmd, cmd.path)
         with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
             for _ in range(_SYMLINK_HOPS):
@@ -848,6 +851,7 @@ class DockerExecutor(CommandRunner):
                 raise await file_failure(
                     cmd.path, "Too many levels of symbolic links", started, sink
                 )
+            buffer.check_size(int(info.get("size", 0)))
             async with api.stream(
                 "GET", f"/containers/{container_id}/archive", query={"path": path}
             ) as response:
@@ -856,7 +860,7 @@ class DockerExecutor(CommandRunner):
                     buffer.append(chunk)
                     if sink is not None:
                         await call_sink(sink, chunk)
-        output = buffer.output(exit_code=None, duration=anyio.current_time() - started)
+        output = buffer.output(duration=anyio.current_time() - started)
         if deadline.cancelled_caught:
             assert timeout is not None
             raise TimedOut(timeout, output)
@@ -1041,7 +1045,7 @@ class DockerSession(ProcessSession):
         self._api, self._container_id, self._prepared = api, container_id, prepared
         run = _ExecRun(
             prepared.nonce,
-            OutputBuffer(executor.output_limit),
+            executor.output_buffer(),
             self._offer,
             executor.drain_timeout,
             tty=self.pty,

@@ -35,7 +35,7 @@ from executor._core.commands import (
     WriteFile,
 )
 from executor._core.errors import ExecutorError, NonZeroExit, TimedOut
-from executor._core.output import CommandOutput, OutputBuffer, Stderr, Stdout
+from executor._core.output import CommandOutput, Stderr, Stdout
 from executor._core.proc import boot_clock
 from executor._core.session import ProcessSession
 from executor._core.wrappers import running_read_only
@@ -207,7 +207,7 @@ class LocalExecutor(CommandRunner):
             finish=self._checked,
             initial_stdin=cmd.stdin,
             pty=pty,
-            output_limit=self.output_limit,
+            output_buffer=self.output_buffer,
             timeout=self._timeout(cmd),
             kill_grace=self.kill_grace,
             drain_timeout=self.drain_timeout,
@@ -368,7 +368,7 @@ class LocalExecutor(CommandRunner):
             spawned,
             stdin=stdin,
             sink=sink,
-            buffer=OutputBuffer(self.output_limit),
+            buffer=self.output_buffer(),
             timeout=self._timeout(cmd),
             kill_grace=self.kill_grace,
             drain_timeout=self.drain_timeout,
@@ -590,7 +590,7 @@ class LocalExecutor(CommandRunner):
     async def _read_file(self, cmd: ReadFile, sink: Sink | None) -> CommandOutput:
         started = anyio.current_time()
         timeout = self._timeout(cmd)
-        buffer = OutputBuffer(self.output_limit)
+        buffer = self.file_buffer(cmd.path, sink)
         try:
             if self.confine:
                 shown = self._shown(cmd, cmd.path)
@@ -607,10 +607,11 @@ class LocalExecutor(CommandRunner):
         except OSError as error:
             raise await file_failure(cmd.path, error, started, sink) from error
         try:
-            # Block by block, each in a worker thread: memory stays within the
-            # output cap, the sink sees every byte, and the timeout is checked
-            # between blocks. A block is never abandoned mid-read, so the fd is
-            # never closed under a thread still reading it.
+            # Block by block, each in a worker thread: the sink sees every byte
+            # as it is read, and the timeout is checked between blocks. A block
+            # is never abandoned mid-read, so the fd is never closed under a
+            # thread still reading it.
+            buffer.check_size(os.fstat(fd).st_size)
             with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
                 while block := await anyio.to_thread.run_sync(os.read, fd, _FILE_BLOCK):
                     chunk = Stdout(block)
@@ -621,7 +622,7 @@ class LocalExecutor(CommandRunner):
             raise await file_failure(cmd.path, error, started, sink) from error
         finally:
             os.close(fd)
-        output = buffer.output(exit_code=None, duration=anyio.current_time() - started)
+        output = buffer.output(duration=anyio.current_time() - started)
         if deadline.cancelled_caught:
             assert timeout is not None
             raise TimedOut(timeout, output)

@@ -37,14 +37,14 @@ class LocalSession(ProcessSession):
         finish: Callable[[CommandOutput], CommandOutput],
         initial_stdin: bytes | None,
         pty: bool,
-        output_limit: int | None,
+        output_buffer: Callable[[], OutputBuffer],
         timeout: float | None,
         kill_grace: float,
         drain_timeout: float,
     ) -> None:
         super().__init__(pty=pty, initial_stdin=initial_stdin, finish=finish)
         self._open = open_process
-        self._output_limit = output_limit
+        self._output_buffer = output_buffer
         self._timeout = timeout
         self._kill_grace = kill_grace
         self._drain_timeout = drain_timeout
@@ -72,7 +72,7 @@ class LocalSession(ProcessSession):
             self._spawned,
             stdin=None,
             sink=self._offer,
-            buffer=OutputBuffer(self._output_limit),
+            buffer=self._output_buffer(),
             timeout=self._timeout,
             kill_grace=self._kill_grace,
             drain_timeout=self._drain_timeout,

@@ -55,7 +55,7 @@ from executor._core.commands import (
     WriteFile,
 )
 from executor._core.errors import ExecutorError, TimedOut
-from executor._core.output import CommandOutput, OutputBuffer, Stdout
+from executor._core.output import CommandOutput, Stdout
 from executor._core.proc import TREE_VARIABLE
 from executor._files.walk import normalise_extensions
 from executor._ssh.errors import (
@@ -801,7 +801,7 @@ class SshExecutor(CommandRunner):
     async def _read_file(self, cmd: ReadFile, sink: Sink | None) -> CommandOutput:
         started = anyio.current_time()
         timeout = self._timeout(cmd)
-        buffer = OutputBuffer(self.output_limit)
+        buffer = self.file_buffer(cmd.path, sink)
         path = self._join(cmd, cmd.path)
 
         async def check(sftp: asyncssh.SFTPClient) -> asyncssh.SFTPClient:
@@ -812,6 +812,8 @@ class SshExecutor(CommandRunner):
                 if stat.S_ISDIR(attributes.permissions):
                     raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
                 raise OSError(errno.EINVAL, "not a regular file")
+            if attributes.size is not None:
+                buffer.check_size(attributes.size)
             return sftp
 
         deadline = None
@@ -820,7 +822,7 @@ class SshExecutor(CommandRunner):
             where=self._where(),
             started=started,
             sink=sink,
-            output=lambda: buffer.output(exit_code=None, duration=0.0),
+            output=lambda: buffer.output(duration=0.0),
         ):
             sftp = await self._with_sftp(check)
             with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
@@ -831,7 +833,7 @@ class SshExecutor(CommandRunner):
                         buffer.append(chunk)
                         if sink is not None:
                             await call_sink(sink, chunk)
-        output = buffer.output(exit_code=None, duration=anyio.current_time() - started)
+        output = buffer.output(duration=anyio.current_time() - started)
         if deadline is not None and deadline.cancelled_caught:
             assert timeout is not None
             raise TimedOut(timeout, output)
@@ -874,7 +876,7 @@ class ChannelRun:
         self._tag = tag
         self._sink = sink
         self._started = started
-        self._buffer = OutputBuffer(executor.output_limit)
+        self._buffer = executor.output_buffer()
 
     async def kill(self, grace: float | None = None) -> None:
         """Kill the command's whole remote tree: SIGTERM, `grace` (or `kill_grace`), SIGKILL.

@@ -1,0 +1,85 @@
+"""One rendering of a command's output for a model: its text, cuts marked, within a budget.
+
+Tools, the toolset and servers hand models `for_model(output)`: the text of
+both streams in the order read, with the executor's own cut marked (see
+`Elision`), cut again by lines to a character budget (head and tail kept, a
+marker saying how many lines and characters are missing), and a closing line
+saying how the command ended. A model can tell a short output from a cut one,
+and a failure from a success, without guessing.
+"""
+
+from __future__ import annotations
+
+import signal
+
+from executor._core.output import CommandOutput
+
+__all__ = ["DEFAULT_BUDGET", "for_model", "status_line"]
+
+DEFAULT_BUDGET = 16_000
+"""Characters of output a model is given by default: enough to act on, too few to flood it."""
+
+
+def status_line(output: CommandOutput) -> str | None:
+    """How a command ended, in words: `None` for a file command (no exit code)."""
+    if output.exit_code is None:
+        return None
+    if output.signal is not None:
+        try:
+            name = signal.Signals(output.signal).name
+        except ValueError:
+            name = f"signal {output.signal}"
+        return f"[killed by {name}, exit code {output.exit_code}]"
+    return f"[exit code {output.exit_code}]"
+
+
+def for_model(output: CommandOutput, *, budget: int = DEFAULT_BUDGET, status: bool = True) -> str:
+    """`output` as a model reads it: at most about `budget` characters, cuts marked.
+
+    Args:
+        output: The command's output.
+        budget: Characters of output to keep; past it whole lines are kept
+            from the head and the tail (half each), and a marker line says
+            how many lines and characters were left out. A line longer than
+            half the budget is itself cut, marked the same way.
+        status: Whether to close with how the command ended (`status_line`).
+
+    """
+    if budget < 1:
+        raise ValueError(f"budget must be >= 1, got {budget}")
+    text = output.text()
+    if len(text) > budget:
+        text = _cut(text, budget)
+    line = status_line(output) if status else None
+    if line is None:
+        return text
+    opening = "" if not text or text.endswith("\n") else "\n"
+    return f"{text}{opening}{line}"
+
+
+def _cut(text: str, budget: int) -> str:
+    lines = text.splitlines(keepends=True)
+    half = budget // 2
+    head: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) > half:
+            break
+        head.append(line)
+        used += len(line)
+    tail: list[str] = []
+    used = 0
+    for line in reversed(lines[len(head) :]):
+        if used + len(line) > budget - half:
+            break
+        tail.append(line)
+        used += len(line)
+    tail.reverse()
+    missing = lines[len(head) : len(lines) - len(tail)]
+    if not head and not tail:
+        # One line longer than the budget: keep its two ends.
+        end = text[len(text) - (budget - half) :]
+        return f"{text[:half]}\n[... {len(text) - budget} characters elided ...]\n{end}"
+    characters = sum(len(line) for line in missing)
+    marker = f"[... {len(missing)} lines ({characters} characters) elided ...]\n"
+    return "".join(head) + marker + "".join(tail)

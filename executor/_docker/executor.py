@@ -288,7 +288,11 @@ class DockerExecutor(CommandRunner):
         env_clear: Start commands from an empty environment, not the container's.
         env_remove: Variables to drop (after `env_clear`).
         envs: Variables to set (after `env_remove`).
-        output_limit: Bytes of output kept in memory per command (head and tail).
+        output_limit: Bytes of output kept in memory per command (head and tail,
+            the cut marked in `text()`); file reads are not cut.
+        read_limit: Bytes a `read_file` may return; past it the read fails.
+        spill: A folder (or `True`: a temporary one) to keep the whole of a
+            cut output in, a file per command (`CommandOutput.elided.spill`).
         kill_grace: Seconds between SIGTERM and SIGKILL when a tree is killed.
         drain_timeout: After a command exits, how long to go on reading while a
             background process still holds its output.

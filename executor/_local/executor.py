@@ -118,9 +118,17 @@ class LocalExecutor(CommandRunner):
         envs: Variables to set (after `env_remove`); a command's own `with_env`
             comes last.
         output_limit: Bytes of output kept in memory per command; past it the
-            head and tail are kept and `truncated` is set. Sinks still see
-            every byte. The default, 32 MiB, guards against floods; `None`
-            keeps everything.
+            head and tail are kept, `truncated` is set, and `text()` marks the
+            cut (`CommandOutput.elided`). Sinks still see every byte. The
+            default, 32 MiB, guards against floods; `None` keeps everything.
+            File reads are not cut: see `read_limit`.
+        read_limit: Bytes a `read_file` may return; a larger file fails with
+            its size and the limit named, and nothing of it is returned.
+            `None` (the default) reads any file whole.
+        spill: Keep the whole output of a command whose output was cut in a
+            file of its own (`CommandOutput.elided.spill`), in this folder, or
+            with `True` in a folder of the system's temporary directory; the
+            files are the caller's to remove. `False` (the default) keeps none.
         kill_grace: Seconds between SIGTERM and SIGKILL when a tree is killed.
         drain_timeout: After a command exits, how long to go on reading while
             a background process still holds its output pipes.

@@ -290,7 +290,11 @@ class SshExecutor(CommandRunner):
         env_clear: Start from an empty environment instead of the login one.
         env_remove: Variables to drop from the login environment.
         envs: Variables to set; a command's own `with_env` comes last.
-        output_limit: Bytes of output kept in memory per command (head and tail).
+        output_limit: Bytes of output kept in memory per command (head and tail,
+            the cut marked in `text()`); file reads are not cut.
+        read_limit: Bytes a `read_file` may return; past it the read fails.
+        spill: A folder (or `True`: a temporary one) to keep the whole of a
+            cut output in, a file per command (`CommandOutput.elided.spill`).
         kill_grace: Seconds between SIGTERM and SIGKILL when a tree is killed.
         drain_timeout: After a command exits, how long to go on reading while
             a background process still holds its output.

@@ -43,9 +43,11 @@ if _typing.TYPE_CHECKING:
     from executor._core.output import (
         Chunk as Chunk,
         CommandOutput as CommandOutput,
+        Elision as Elision,
         Stderr as Stderr,
         Stdout as Stdout,
     )
+    from executor._core.render import for_model as for_model
     from executor._core.session import (
         ProcessSession as ProcessSession,
         SessionChunk as SessionChunk,
@@ -173,6 +175,7 @@ if _typing.TYPE_CHECKING:
         DefaultContext as DefaultContext,
         Tool as Tool,
         ToolOutput as ToolOutput,
+        ToolOutputKind as ToolOutputKind,
         tool as tool,
     )
 

@@ -6,6 +6,12 @@ arguments into the declared types (here a `WorkspacePath`) before the body
 runs. A bad argument, or a command that fails, comes back to the model as an
 error message it can act on, not as an exception through the agent. The
 agent's context hands the tool its executor: `DefaultContext.from_executor`.
+
+Each result's `kind` says which failure it was, for a framework to act on:
+`INVALID_ARGUMENTS` is the model's to fix and call again (pydantic-ai's
+`ModelRetry`), `FAILED` a command that ran and failed (`exit_code` is `None`
+here: a file read has no exit code), and `DENIED`, `TIMED_OUT` and
+`EXECUTOR_ERROR` the others.
 """
 
 import json
@@ -43,6 +49,7 @@ async def main() -> None:
                 result = await count_lines.invoke(context, arguments)
                 label = "error" if result.is_error else "ok"
                 print(f"{arguments} -> {label}: {result.text}")
+                print(f"    kind={result.kind.name} exit_code={result.exit_code}")
 
 
 if __name__ == "__main__":

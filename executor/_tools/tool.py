@@ -19,11 +19,10 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
-from executor._core.errors import InvalidArgument
 from executor._core.output import CommandOutput, Stderr, Stdout
 from executor._tools.handle import StreamingToolHandle
 from executor._tools.policies import Buffer, StreamingPolicy, check_policy
-from executor._tools.tools import convert, json_schema
+from executor._tools.tools import convert, json_schema, load_arguments
 
 __all__ = ["StreamingTool", "check_tool", "declared_types"]
 
@@ -135,10 +134,8 @@ class StreamingTool(abc.ABC, Generic[InputT, ChunkT, FinalT]):
         """
         raw: Any = arguments
         if isinstance(arguments, str) and declared_types(self)[0] is not str:
-            try:
-                raw = json.loads(arguments)
-            except json.JSONDecodeError as error:
-                raise InvalidArgument(arguments, f"input must be JSON: {error}") from None
+            # Bounded as a tool's arguments are: size, depth and digits.
+            raw = load_arguments(arguments)
         return typing.cast(InputT, convert(raw, declared_types(self)[0]))
 
     def render(self, value: object) -> str:

@@ -453,3 +453,47 @@ async def test_bytes_round_trip_through_files(ex: LocalExecutor, data: bytes) ->
 async def test_bytes_round_trip_through_stdin(ex: LocalExecutor, data: bytes) -> None:
     """Any bytes given as stdin come back the same through `cat`."""
     assert (await ex.exec_cmd(Command.exec(["cat"]).with_stdin(data))).stdout == data
+
+
+SPILL_GIB = """
+import hashlib, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+import anyio
+from executor import Command, LocalExecutor
+
+async def main() -> None:
+    streamed = hashlib.sha256()
+    size = 0
+
+    def sink(chunk: object) -> None:
+        nonlocal size
+        streamed.update(chunk.data)  # type: ignore[attr-defined]
+        size += len(chunk.data)  # type: ignore[attr-defined]
+
+    # 1 GiB of output, in 1 MiB writes, through 64 KiB pipes or larger.
+    script = "head -c 1073741824 /dev/urandom"
+    async with LocalExecutor(sys.argv[1], output_limit=1 << 20, spill=sys.argv[1]) as ex:
+        out = await ex.exec_cmd_streaming(Command.shell(script), sink)
+    assert size == 1 << 30 and out.elided is not None and out.elided.spill is not None
+    spilled = hashlib.sha256()
+    with open(out.elided.spill, "rb") as f:
+        while block := f.read(1 << 20):
+            spilled.update(block)
+    assert spilled.hexdigest() == streamed.hexdigest()
+    assert len(out.stdout) + out.elided.bytes == 1 << 30
+    print("ok")
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_gib_of_output_spills_whole_in_bounded_memory(tmp_path: Path) -> None:
+    """1 GiB of output, a 1 MiB cap: the spill file has the stream's sha256, in 1 GiB of memory."""
+    with anyio.fail_after(120):
+        result = await anyio.run_process(
+            [sys.executable, "-c", SPILL_GIB, str(tmp_path)], check=False
+        )
+    assert result.returncode == 0, result.stderr.decode()[-600:]
+    assert result.stdout == b"ok\n"

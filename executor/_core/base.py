@@ -6,7 +6,6 @@ import abc
 import errno
 import inspect
 import os
-import signal
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias, TypeVar
@@ -28,6 +27,7 @@ from executor._core.commands import (
 )
 from executor._core.errors import CommandError, ExecutorError, NonZeroExit
 from executor._core.output import Chunk, CommandOutput, Elision, OutputBuffer, Stderr
+from executor._core.render import signal_name
 from executor._core.resource import AsyncResource
 
 if TYPE_CHECKING:
@@ -67,11 +67,7 @@ async def call_sink(sink: Sink, chunk: Chunk) -> None:
 def failure_message(output: CommandOutput) -> str:
     """What a nonzero exit says: the code, or the signal that killed the command."""
     if output.signal is not None:
-        try:
-            name = signal.Signals(output.signal).name
-        except ValueError:
-            name = f"signal {output.signal}"
-        return f"command was killed by {name}"
+        return f"command was killed by {signal_name(output.signal)}"
     return f"command exited with code {output.exit_code}"
 
 

@@ -14,10 +14,18 @@ import signal
 
 from executor._core.output import CommandOutput
 
-__all__ = ["DEFAULT_BUDGET", "for_model", "status_line"]
+__all__ = ["DEFAULT_BUDGET", "for_model", "signal_name", "status_line"]
 
 DEFAULT_BUDGET = 16_000
 """Characters of output a model is given by default: enough to act on, too few to flood it."""
+
+
+def signal_name(number: int) -> str:
+    """A signal's name (`SIGKILL`), or `signal N` for one Python does not know."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def status_line(output: CommandOutput) -> str | None:
@@ -25,11 +33,7 @@ def status_line(output: CommandOutput) -> str | None:
     if output.exit_code is None:
         return None
     if output.signal is not None:
-        try:
-            name = signal.Signals(output.signal).name
-        except ValueError:
-            name = f"signal {output.signal}"
-        return f"[killed by {name}, exit code {output.exit_code}]"
+        return f"[killed by {signal_name(output.signal)}, exit code {output.exit_code}]"
     return f"[exit code {output.exit_code}]"
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias, TypeVa
 import anyio
 import attrs
 
+from executor._core.cleanup import run_to_completion
 from executor._core.commands import (
     Command,
     Env,
@@ -341,6 +342,29 @@ class CommandRunner(ToolExecutor):
     read_limit: int | None = attrs.field(default=None, kw_only=True, validator=_limit)
     spill: str | bool = attrs.field(default=False, kw_only=True, converter=_spill_folder)
     _closed: bool = attrs.field(init=False, default=False, repr=False)
+    _closing: anyio.Event | None = attrs.field(init=False, default=None, repr=False)
+
+    async def aclose(self) -> None:
+        """Kill every process this executor started that still runs, release what it holds.
+
+        New commands are refused from the start of the call. A second call,
+        also one made meanwhile from another task, does nothing but wait until
+        the first is done. The work (`_shut_down`) runs to its end whatever
+        cancels the caller, then the cancellation goes on.
+        """
+        self._closed = True
+        if self._closing is not None:
+            await self._closing.wait()
+            return
+        self._closing = anyio.Event()
+        try:
+            await run_to_completion(self._shut_down)
+        finally:
+            self._closing.set()
+
+    @abc.abstractmethod
+    async def _shut_down(self) -> None:
+        """`aclose()`'s work: end every process, release every resource, once."""
 
     def output_buffer(self) -> OutputBuffer:
         """A buffer for one command's output: `output_limit` bytes kept, the rest spilled."""

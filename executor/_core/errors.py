@@ -155,12 +155,36 @@ class RunRecord(Protocol):
         """The run's idempotency key."""
 
     @property
+    def kind(self) -> str:
+        """What kind of run it was (a command, a tool)."""
+
+    @property
     def name(self) -> str:
         """What ran, in words."""
 
     @property
+    def fingerprint(self) -> str:
+        """A digest of what ran."""
+
+    @property
+    def state(self) -> str:
+        """`running`, `interrupted` or `final`."""
+
+    @property
     def started(self) -> datetime.datetime:
         """When it started."""
+
+    @property
+    def finished(self) -> datetime.datetime | None:
+        """When it was given up as interrupted, if it was."""
+
+    @property
+    def attempts(self) -> int:
+        """How many times it was started."""
+
+    @property
+    def owner(self) -> int | None:
+        """The pid of the process that ran it."""
 
 
 class JournalError(ExecutorError):

@@ -332,7 +332,6 @@ class DockerExecutor(CommandRunner):
     _channel: Channel | None = attrs.field(init=False, default=None, repr=False)
     _helper_tried: bool = attrs.field(init=False, default=False, repr=False)
     # Set by the first aclose(): later calls wait for it to be done.
-    _closing: anyio.Event | None = attrs.field(init=False, default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if (self.image is None) == (self.container is None):
@@ -448,23 +447,6 @@ class DockerExecutor(CommandRunner):
                 query={"force": True, "v": True},
                 ok=(200, 204, 404),
             )
-
-    async def aclose(self) -> None:
-        """Remove the container (kill what our commands left in a used one); refuse new commands.
-
-        A second call does nothing but wait until the first one is done (also
-        when two tasks call it at once). The work runs to its end whatever
-        cancels the caller (`run_to_completion`), then the cancellation goes on.
-        """
-        self._closed = True
-        if self._closing is not None:
-            await self._closing.wait()
-            return
-        self._closing = anyio.Event()
-        try:
-            await run_to_completion(self._shut_down)
-        finally:
-            self._closing.set()
 
     async def _shut_down(self) -> None:
         api, container_id = self._api, self._container_id

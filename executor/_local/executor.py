@@ -271,16 +271,8 @@ class LocalExecutor(CommandRunner):
             os.close(target)
             os.close(root)
 
-    async def aclose(self) -> None:
-        """Kill every process this executor started that still runs, then refuse new commands.
-
-        A second call finds nothing left to end. The whole of it runs to its
-        end whatever cancels the caller.
-        """
-        self._closed = True
-        await run_to_completion(self._end_all)
-
-    async def _end_all(self) -> None:
+    async def _shut_down(self) -> None:
+        """Kill every process this executor started that still runs, then end its servers."""
         await kill_tree(f"{self._id}/", prefix=True, grace=self.kill_grace, since=self._created)
         launchers, self._launchers = self._launchers, {}
         for launcher in launchers.values():

@@ -329,7 +329,6 @@ class SshExecutor(CommandRunner):
     # Whether a command ever ran: aclose() only has remote processes to end then.
     _started: bool = attrs.field(init=False, default=False, repr=False)
     # Set once aclose() has begun; set when it is done, for a concurrent call to wait on.
-    _closing: anyio.Event | None = attrs.field(init=False, default=None, repr=False)
     # Seconds the last kill took beyond the kill script's own run: its round trips.
     _kill_overhead: float = attrs.field(init=False, default=0.0, repr=False)
 
@@ -378,22 +377,6 @@ class SshExecutor(CommandRunner):
         sftp = await self._sftp_client()
         async for loaded in sftp_text_files(sftp, root, display, wanted):
             yield loaded
-
-    async def aclose(self) -> None:
-        """Kill every remote process this executor started that still runs; close the connection.
-
-        Runs to its end whatever cancels the caller. A second call, also one
-        made meanwhile from another task, returns once the first is done.
-        """
-        if self._closing is not None:
-            await self._closing.wait()
-            return
-        self._closed = True
-        self._closing = anyio.Event()
-        try:
-            await run_to_completion(self._shut_down)
-        finally:
-            self._closing.set()
 
     async def _shut_down(self) -> None:
         """aclose()'s work: the kill of every tree of this executor, then the connection's close."""

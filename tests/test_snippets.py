@@ -1,18 +1,62 @@
-"""The snippets in `snippets/` run as documented and print what their docs promise."""
+"""The snippets in `snippets/` run as documented and print what their docs promise.
+
+At least one snippet per README section that shows code (see `SECTIONS`). A snippet
+that needs a service gets its address through the environment variables its
+docstring names: the Docker snippet the engine `DOCKER_HOST` names and the
+test image (`EXECUTOR_DOCKER_IMAGE`), the SSH snippet the private sshd of
+`ssh_server.start_server()` (`EXECUTOR_SSH_*`). Without the service it
+skips, and with `EXECUTOR_REQUIRE_DOCKER=1`, `EXECUTOR_REQUIRE_SSH=1` or
+`EXECUTOR_REQUIRE_SANDBOX=1` it fails instead, as the backends' tests do.
+"""
 
 from __future__ import annotations
 
 import ast
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import tagged_processes
+from docker_engine import PYTHON_IMAGE, docker, require_engine
+from ssh_server import SshServer, start_server
+
+from executor import ExecutorError, Sandbox
 
 SNIPPETS = Path(__file__).resolve().parent.parent / "snippets"
+README = SNIPPETS.parent / "README.md"
 FILES = sorted(path.name for path in SNIPPETS.glob("*.py"))
+
+# The README's sections that show code (`##` and `###` headings), each with
+# the snippets that show it at work.
+SECTIONS: dict[str, list[str]] = {
+    "Quick start": ["quick_start.py"],
+    "Commands": ["commands.py", "shebang_scripts.py"],
+    "Output and errors": ["command_output.py"],
+    "LocalExecutor": ["local_executor.py"],
+    "Streaming": ["output_streaming.py"],
+    "Listing files": ["listing_files.py"],
+    "Confinement": ["confinement.py"],
+    "OS sandbox": ["os_sandbox.py"],
+    "SshExecutor": ["ssh_executor.py"],
+    "DockerExecutor": ["docker_executor.py"],
+    "Wrappers and policies": ["policies.py", "scoped_executors.py", "custom_read_only_executor.py"],
+    "Validated arguments": ["argument_validation.py"],
+    "Tools": ["tools.py"],
+    "Streaming tools and events": ["streaming_tools.py"],
+    "Process sessions": ["process_sessions.py"],
+    "Idempotent runs and crash recovery": ["idempotent.py", "journal.py"],
+    "Testing your own executor": ["fake_executor.py"],
+}
+
+# What each service's snippet needs; the others need nothing but this machine.
+SERVICES = {"os_sandbox.py": "sandbox", "ssh_executor.py": "ssh", "docker_executor.py": "docker"}
 
 # Lines (or parts of lines) each snippet must print on stdout.
 EXPECTED: dict[str, list[str]] = {
@@ -81,21 +125,181 @@ EXPECTED: dict[str, list[str]] = {
         "rejected: invalid argument '/etc/passwd': a path must be relative to the workspace root",
         "rejected: invalid argument '   ': a path must not be empty or blank",
     ],
+    "quick_start.py": [
+        "stdout=b'hello\\n' stderr=b'from the shell\\n'",
+        "failed with exit code 1: cannot run in <checkout>/crates/core: No such file or directory",
+        "read back: b'1. read\\n2. write\\n'",
+    ],
+    "listing_files.py": [
+        "listed: docs/guide.md, src/app.py, src/util.py",
+        "left out: .env, .gitignore, build/generated.py, debug.log, src/logo.png",
+        "src, .py only: src/app.py \"print('app')\\n\"",
+        "src, .py only: src/util.py",
+    ],
+    "confinement.py": [
+        "inside: inside",
+        "refused: '../outside.txt' is outside the workdir: its '..' climbs above the workdir",
+        "it is an absolute path that does not lie in the workdir",
+        "refused: 'up/outside.txt' is outside the workdir: the symlink 'up' leads out",
+        "refused: '~/.ssh/id_ed25519' is refused: '~' is not expanded here",
+        "the shell still reads ../outside.txt: not for the agent",
+    ],
+    "os_sandbox.py": [
+        "backend: ",
+        "the workdir: built",
+        "/var/tmp: refused by the kernel",
+        "entries in the home folder: 0",
+        "open files: 256",
+        "ReadOnly: even the workdir is read-only",
+    ],
+    "ssh_executor.py": [
+        "stream_files over SFTP: ['src/app.py']",
+        "concurrent: ['channel 1', 'channel 2', 'channel 3']",
+        "TimedOut after 1.0s: 'started\\n'",
+    ],
+    "docker_executor.py": [
+        "python in the container: 3",
+        "workdir: /workspace, network interfaces: ['lo']",
+        "stream_files: ['main.py']",
+        "TimedOut after 1.0s: 'started\\n'",
+    ],
+    "policies.py": [
+        "the stack: Audit(Approval(Secrets(DangerousCommands(CommandRules(LocalExecutor(",
+        "ran: token: [REDACTED]",
+        'refused: refused by rule "rm-root"',
+        'refused: refused by rule "pipe-to-shell"',
+        "refused: the command was not approved: pushing needs a person",
+        "refused: refused by the allow rules: no allow rule matches",
+        "audit: start end start denied start denied start denied start denied",
+        "check_script finds: dynamic-code",
+    ],
+    "process_sessions.py": [
+        "stdin: ['got one', 'got two']",
+        "chunk 1: b'ready\\n'",
+        "signal: exit code 3, b'ready\\ninterrupted\\n'",
+        "pty: [b'agent', b'40 120', b'hello agent']",
+    ],
+    "streaming_tools.py": [
+        "spec: countdown takes {'count': {",
+        "chunk: 4...",
+        "chunk: 1...",
+        "final: Done(sent=4), the context holds ['2...', '1...']",
+        "read 4, dropped 2",
+        "bus: tool.stream.partial, tool.stream.partial, tool.result",
+    ],
+    "journal.py": [
+        "first run: final=2, recovered=False",
+        "retry: final=2, recovered=True, runs=1",
+        "cut off after: users: schema",
+        "RunInterrupted: migrate started and never finished",
+        "rerun: final=2, runs=3",
+        "journal: migrate final, 2 attempt(s)",
+        "pruned: 1 of the older finals",
+    ],
+    "fake_executor.py": [
+        "tool: app.py, lib/util.py; last commit by Ada",
+        "it wrote: b'2 files\\n'",
+        "it ran: ['git log -1 --format=%an', 'write_file SUMMARY.md (8 bytes)']",
+        "without a handler: is_error=True",
+    ],
 }
 
 
-def run_snippet(name: str, tmp: Path) -> subprocess.CompletedProcess[str]:
-    """Run one snippet with its own TMPDIR, so what it leaves behind can be seen."""
-    env = {**os.environ, "TMPDIR": str(tmp)}
-    return subprocess.run(
+@pytest.fixture(scope="module")
+def ssh_server() -> Iterator[SshServer]:
+    """A private sshd for the SSH snippet, stopped at the end."""
+    server = start_server()
+    if server is None:
+        if os.environ.get("EXECUTOR_REQUIRE_SSH") == "1":
+            pytest.fail("EXECUTOR_REQUIRE_SSH=1, but /usr/sbin/sshd is not installed")
+        pytest.skip("no /usr/sbin/sshd (install openssh-server to run the SSH snippet)")
+    yield server
+    server.stop()
+
+
+def require_sandbox() -> None:
+    """Skip without an OS sandbox on this machine; fail instead under EXECUTOR_REQUIRE_SANDBOX."""
+    try:
+        Sandbox().choose_backend()
+    except ExecutorError as error:
+        if os.environ.get("EXECUTOR_REQUIRE_SANDBOX", "") not in ("", "0"):
+            pytest.fail(f"EXECUTOR_REQUIRE_SANDBOX is set, but: {error}")
+        pytest.skip(str(error))
+
+
+def service_environment(name: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The variables that give snippet `name` its service; skip (or fail) without it."""
+    service = SERVICES.get(name)
+    if service == "docker":
+        require_engine()
+        return {"EXECUTOR_DOCKER_IMAGE": PYTHON_IMAGE}
+    if service == "sandbox":
+        require_sandbox()
+    if service == "ssh":
+        server: SshServer = request.getfixturevalue("ssh_server")
+        return {
+            "EXECUTOR_SSH_HOST": server.host,
+            "EXECUTOR_SSH_PORT": str(server.port),
+            "EXECUTOR_SSH_USER": server.user,
+            "EXECUTOR_SSH_KEY": server.client_key,
+            "EXECUTOR_SSH_KNOWN_HOSTS": server.known_hosts,
+        }
+    return {}
+
+
+def run_snippet(
+    name: str, tmp: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Run one snippet with its own TMPDIR, so what it leaves behind can be seen; and its pid."""
+    process = subprocess.Popen(
         [sys.executable, str(SNIPPETS / name)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env={**os.environ, "TMPDIR": str(tmp), **(env or {})},
         cwd=tmp,
-        timeout=60,
-        check=False,
+        start_new_session=True,
     )
+    try:
+        stdout, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"{name} ran past 60 s:\n{stdout}\n{stderr}")
+    completed = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    return completed, process.pid
+
+
+def containers_of(pid: int) -> list[str]:
+    """Containers labelled as made by the process `pid` of this host."""
+    listing = docker(
+        "ps", "-a", "--filter", "label=io.executor.managed", "--format",
+        '{{.ID}} {{.Label "io.executor.owner"}}',
+    )  # fmt: skip
+    owner = f"{socket.gethostname()}:{pid}:"
+    return [line.split()[0] for line in listing.splitlines() if owner in line]
+
+
+def left_running(pid: int) -> set[int]:
+    """The processes the executors of process `pid` started that still run, after a moment."""
+    deadline = time.monotonic() + 5
+    while (left := tagged_processes(pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def test_every_readme_section_with_code_has_a_snippet() -> None:
+    """Each README section that shows code maps to snippets, and each snippet to a section."""
+    headings, with_python = [], set()
+    for line in README.read_text(encoding="utf-8").splitlines():
+        if match := re.fullmatch(r"#{2,3} (.+)", line):
+            headings.append(match[1])
+        elif line == "```python":
+            with_python.add(headings[-1])
+    assert set(SECTIONS) <= set(headings), set(SECTIONS) - set(headings)
+    assert with_python <= set(SECTIONS), with_python - set(SECTIONS)
+    mapped = [name for names in SECTIONS.values() for name in names]
+    assert sorted(mapped) == FILES
 
 
 def test_every_snippet_has_expectations() -> None:
@@ -119,9 +323,12 @@ def test_snippet_shape(name: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FILES)
-def test_snippet_runs(name: str, tmp_path: Path) -> None:
-    """A snippet exits 0, prints its expected lines, and leaves its temporary directory clean."""
-    result = run_snippet(name, tmp_path)
+def test_snippet_runs(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A snippet exits 0, prints its expected lines, and leaves nothing behind or running."""
+    result, pid = run_snippet(name, tmp_path, service_environment(name, request))
+    left = containers_of(pid) if SERVICES.get(name) == "docker" else []
+    for container in left:
+        docker("rm", "-f", container, check=False)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     for line in EXPECTED[name]:
@@ -129,12 +336,14 @@ def test_snippet_runs(name: str, tmp_path: Path) -> None:
             f"{line!r} missing from the output of {name}:\n{result.stdout}"
         )
     assert list(tmp_path.iterdir()) == []
+    assert not left, f"{name} left containers behind: {left}"
+    assert not left_running(pid), f"{name} left processes running"
 
 
 @pytest.mark.slow
 def test_output_streaming_prints_chunks_as_they_arrive(tmp_path: Path) -> None:
     """The streaming snippet prints step 3 well after step 1, and its warning on stderr."""
-    result = run_snippet("output_streaming.py", tmp_path)
+    result, _ = run_snippet("output_streaming.py", tmp_path)
     assert result.returncode == 0, result.stderr
     times = {
         step: float(seconds)

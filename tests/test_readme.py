@@ -1,0 +1,332 @@
+"""Every ```python block of README.md runs, as a reader would run it.
+
+How a block is written:
+
+- A complete program, which calls `anyio.run(main)` itself (Quick start), or
+  a fragment written as at the prompt of `python -m asyncio` or in a
+  notebook: `await`, `async with` and `async for` at the top level. The
+  test compiles a block with `ast.PyCF_ALLOW_TOP_LEVEL_AWAIT` and runs one
+  that awaits at the top level in `anyio.run` (asyncio, the default, which
+  SshExecutor needs). Either way a block imports and defines every name it
+  uses, so it runs copied alone.
+- A value the reader must supply (a folder, a host, an image) is a
+  placeholder from `PLACEHOLDERS`, documented in the block: the line that
+  holds it carries a comment, or a comment names it. The test puts a real
+  one in its place: `/srv/checkout` becomes a small git checkout in a
+  temporary folder (with a Makefile whose `test` target passes, and an
+  upstream to push to), or a folder on the private sshd in an SSH block;
+  the SSH host, port, login, key and `known_hosts` become those of
+  `ssh_server.start_server()` on 127.0.0.1; the Docker image becomes
+  `executor-test/python` (`EXECUTOR_DOCKER_IMAGE`), on the engine
+  `DOCKER_HOST` names.
+- A block that makes a `DockerExecutor`, an `SshExecutor` or a `Sandbox`
+  skips without that service, and fails instead with
+  `EXECUTOR_REQUIRE_DOCKER=1`, `EXECUTOR_REQUIRE_SSH=1` or
+  `EXECUTOR_REQUIRE_SANDBOX=1`, as tests/test_docker.py, test_ssh.py and
+  test_sandbox.py do.
+- A ```python block that is not a program (a signature, say) is marked by
+  the line `<!-- not run: the reason -->` right above it, and skipped with
+  that reason. Use it sparingly: shell commands are ```sh blocks, not python.
+
+Each block runs as `__main__` in a subprocess of its own, in a fresh empty
+folder (with `TMPDIR` inside the test's temporary folder), with a timeout.
+Its tracebacks name README.md and the README's own line numbers. It must
+exit 0 with nothing on stderr and leave no process, nor container, running.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+from conftest import tagged_processes
+from docker_engine import PYTHON_IMAGE, docker, require_engine
+from ssh_server import SshServer, start_server
+
+from executor import ExecutorError, Sandbox
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+TIMEOUT = 90
+
+NOT_RUN = re.compile(r"<!-- not run: (?P<reason>.+?) -->")
+
+# Runs one block as the module `__main__`: its source at the README's own
+# line numbers, awaited when it awaits at the top level.
+RUNNER = """\
+import ast, inspect, sys, types
+import anyio
+path, readme, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with open(path, encoding="utf-8") as block:
+    source = "\\n" * (first - 1) + block.read()
+code = compile(source, readme, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+# A module of its own, so that the block sees none of these names.
+sys.modules["__main__"] = main = types.ModuleType("__main__")
+namespace = main.__dict__
+if code.co_flags & inspect.CO_COROUTINE:
+    anyio.run(eval, code, namespace)
+else:
+    exec(code, namespace)
+"""
+
+CHECKOUT = "/srv/checkout"
+SSH_HOST = '"build.example.com"'
+DOCKER_IMAGE = '"python:3.12-slim"'
+
+# Each placeholder a block may hold, by its exact text in the block, with the
+# words a comment may name it by.
+PLACEHOLDERS: dict[str, str] = {
+    CHECKOUT: CHECKOUT,
+    SSH_HOST: "build.example.com",
+    "port=22": "port",
+    'user="agent"': "agent",
+    '"~/.ssh/agent_ed25519"': "key",
+    'known_hosts="~/.ssh/known_hosts"': "known_hosts",
+    DOCKER_IMAGE: "python:3.12-slim",
+}
+
+SERVICES = {"DockerExecutor(": "docker", "SshExecutor(": "ssh", "Sandbox(": "sandbox"}
+
+
+@attrs.frozen
+class Block:
+    """One ```python block of the README."""
+
+    line: int
+    """The README line of the block's first line of code."""
+    code: str
+    section: str
+    """The heading it is under."""
+    not_run: str | None
+    """The reason of its `<!-- not run: ... -->` marker, if it has one."""
+
+    @property
+    def services(self) -> list[str]:
+        """The services it needs: "docker", "ssh", "sandbox"."""
+        return [service for marker, service in SERVICES.items() if marker in self.code]
+
+
+def readme_blocks() -> list[Block]:
+    """The README's ```python blocks, in order."""
+    blocks = []
+    lines = README.read_text(encoding="utf-8").splitlines()
+    section = ""
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if line.startswith("#"):
+            section = line.lstrip("#").strip()
+        if line.startswith("```"):
+            end = lines.index("```", index + 1)
+            if line == "```python":
+                above = lines[index - 1] if index else ""
+                marker = NOT_RUN.fullmatch(above)
+                code = "\n".join(lines[index + 1 : end]) + "\n"
+                reason = marker["reason"] if marker else None
+                blocks.append(Block(index + 2, code, section, reason))
+            index = end
+        index += 1
+    return blocks
+
+
+BLOCKS = readme_blocks()
+
+
+def block_id(block: Block) -> str:
+    """A test id: the section and the line, e.g. `Quick start:31`."""
+    return f"{block.section}:{block.line}"
+
+
+def comments(code: str) -> list[tuple[str, str]]:
+    """Each line of `code` with its comment (what follows `#`, or "")."""
+    found = []
+    for line in code.splitlines():
+        # A `#` inside a string is rare enough in these blocks to ignore.
+        _, hash_, comment = line.partition("#")
+        found.append((line, comment if hash_ else ""))
+    return found
+
+
+def test_the_readme_has_python_blocks_and_markers_only_before_them() -> None:
+    """The README holds python blocks to run, and each not-run marker stands before one."""
+    assert len(BLOCKS) >= 10
+    lines = README.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines):
+        if NOT_RUN.search(line):
+            assert NOT_RUN.fullmatch(line), f"README.md:{number + 1}: malformed marker"
+            assert lines[number + 1] == "```python", f"README.md:{number + 1}: no block after it"
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=block_id)
+def test_placeholders_are_documented_in_the_block(block: Block) -> None:
+    """A placeholder's line carries a comment, or a comment of the block names it."""
+    lines = comments(block.code)
+    every_comment = " ".join(comment for _, comment in lines)
+    for placeholder, words in PLACEHOLDERS.items():
+        for line, comment in lines:
+            if placeholder in line.partition("#")[0]:
+                assert comment.strip() or words in every_comment, (
+                    f"README.md:{block.line}: {placeholder} is not explained by a comment"
+                )
+
+
+def git(*args: str | Path) -> None:
+    """Run git quietly, with an identity of its own."""
+    identity = {
+        "GIT_AUTHOR_NAME": "agent",
+        "GIT_AUTHOR_EMAIL": "agent@example.com",
+        "GIT_COMMITTER_NAME": "agent",
+        "GIT_COMMITTER_EMAIL": "agent@example.com",
+    }
+    subprocess.run(
+        ["git", *map(str, args)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, **identity},
+        timeout=30,
+    )
+
+
+MAKEFILE = "test:\n\t@echo '3 passed'\n"
+
+
+def make_checkout(root: Path) -> Path:
+    """What `/srv/checkout` stands for: a git checkout with an upstream and a Makefile."""
+    upstream, checkout = root / "upstream.git", root / "checkout"
+    git("init", "-q", "--bare", "-b", "main", upstream)
+    git("init", "-q", "-b", "main", checkout)
+    (checkout / "Makefile").write_text(MAKEFILE)
+    (checkout / "service").mkdir()
+    (checkout / "service" / "app.py").write_text("print('hi')\n")
+    (checkout / "crates" / "core").mkdir(parents=True)
+    git("-C", checkout, "add", "-A")
+    git("-C", checkout, "commit", "-q", "-m", "start")
+    git("-C", checkout, "remote", "add", "origin", upstream)
+    git("-C", checkout, "push", "-q", "-u", "origin", "main")
+    return checkout
+
+
+@pytest.fixture(scope="module")
+def ssh_server() -> Iterator[SshServer]:
+    """A private sshd for the SSH blocks, stopped at the end."""
+    server = start_server()
+    if server is None:
+        if os.environ.get("EXECUTOR_REQUIRE_SSH") == "1":
+            pytest.fail("EXECUTOR_REQUIRE_SSH=1, but /usr/sbin/sshd is not installed")
+        pytest.skip("no /usr/sbin/sshd (install openssh-server to run the SSH blocks)")
+    yield server
+    server.stop()
+
+
+def require_sandbox() -> None:
+    """Skip without an OS sandbox on this machine; fail instead under EXECUTOR_REQUIRE_SANDBOX."""
+    try:
+        Sandbox().choose_backend()
+    except ExecutorError as error:
+        if os.environ.get("EXECUTOR_REQUIRE_SANDBOX", "") not in ("", "0"):
+            pytest.fail(f"EXECUTOR_REQUIRE_SANDBOX is set, but: {error}")
+        pytest.skip(str(error))
+
+
+def ssh_folder(server: SshServer) -> str:
+    """A folder on the SSH server holding the checkout's Makefile, owned by the login."""
+    workdir = server.workdir()
+    makefile = Path(workdir) / "Makefile"
+    makefile.write_text(MAKEFILE)
+    stat = Path(workdir).stat()
+    os.chown(makefile, stat.st_uid, stat.st_gid)
+    return workdir
+
+
+def substitutions(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, str]:
+    """What the test puts in place of each placeholder the block holds."""
+    real: dict[str, str] = {}
+    if "ssh" in block.services:
+        server: SshServer = request.getfixturevalue("ssh_server")
+        real |= {
+            SSH_HOST: f'"{server.host}"',
+            "port=22": f"port={server.port}",
+            'user="agent"': f'user="{server.user}"',
+            '"~/.ssh/agent_ed25519"': f'"{server.client_key}"',
+            'known_hosts="~/.ssh/known_hosts"': f'known_hosts="{server.known_hosts}"',
+            CHECKOUT: ssh_folder(server),
+        }
+    elif CHECKOUT in block.code:
+        (tmp_path / "srv").mkdir()
+        real[CHECKOUT] = str(make_checkout(tmp_path / "srv"))
+    real[DOCKER_IMAGE] = f'"{PYTHON_IMAGE}"'
+    return real
+
+
+def containers_of(pid: int) -> list[str]:
+    """Containers labelled as made by the process `pid` of this host."""
+    listing = docker(
+        "ps", "-a", "--filter", "label=io.executor.managed", "--format",
+        '{{.ID}} {{.Label "io.executor.owner"}}',
+    )  # fmt: skip
+    owner = f"{socket.gethostname()}:{pid}:"
+    return [line.split()[0] for line in listing.splitlines() if owner in line]
+
+
+def wait_until(done: Callable[[], bool], seconds: float) -> bool:
+    """Whether `done()` came true within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", BLOCKS, ids=block_id)
+def test_block_runs(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The block exits 0, prints nothing on stderr, and leaves nothing running."""
+    if block.not_run is not None:
+        pytest.skip(f"marked not run: {block.not_run}")
+    if "docker" in block.services:
+        require_engine()
+    if "sandbox" in block.services:
+        require_sandbox()
+    code = block.code
+    for placeholder, value in substitutions(block, tmp_path, request).items():
+        code = code.replace(placeholder, value)
+    source = tmp_path / "block.py"
+    source.write_text(code, encoding="utf-8")
+    cwd, temporary = tmp_path / "cwd", tmp_path / "tmp"
+    cwd.mkdir()
+    temporary.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(source), str(README), str(block.line)],
+        cwd=cwd,
+        env={**os.environ, "TMPDIR": str(temporary)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"README.md:{block.line} ran past {TIMEOUT} s:\n{stdout}\n{stderr}")
+    finally:
+        left = "docker" in block.services and containers_of(process.pid)
+        for container in left or ():
+            docker("rm", "-f", container, check=False)
+    assert process.returncode == 0, f"README.md:{block.line} failed:\n{stdout}\n{stderr}"
+    assert stderr == "", f"README.md:{block.line} wrote on stderr:\n{stderr}"
+    assert not left, f"README.md:{block.line} left containers behind: {left}"
+    assert wait_until(lambda: not tagged_processes(process.pid), 5), (
+        f"README.md:{block.line} left processes running: {sorted(tagged_processes(process.pid))}"
+    )
+    assert not any(temporary.iterdir()), f"README.md:{block.line} left {list(temporary.iterdir())}"

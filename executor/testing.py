@@ -12,19 +12,22 @@ working directory starts empty, and `anyio_backend`. It talks to the executor
 only through its own interface, so it runs unchanged against a container or a
 remote host. `SessionContract` states the same of `start()` sessions, and
 `ReadOnlyContract` of read-only executors, and `LifecycleContract` how a
-backend ends what it started (cancelled twice, closed twice, by the clock).
+backend ends what it started (cancelled twice, closed twice, by the clock),
+`OutputContract` what it hands back (files whole, cut output marked).
 Requires pytest and anyio's pytest plugin (`executor[test]`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import inspect
 import itertools
 import os
+import posixpath
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeAlias
 
@@ -32,12 +35,22 @@ import anyio
 import pytest
 import sniffio
 
-from executor._core.base import LoadedFile, ToolExecutor
+from executor._core.base import LoadedFile, ToolExecutor, file_failure
 from executor._core.commands import Command, ReadFile, StrPath, WriteFile
 from executor._core.errors import ExecutorError, NonZeroExit, PolicyDenied, TimedOut
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.session import ProcessSession
 from executor._core.stdin import Bytes, Resize, Signal, Text, UnixSignal
+from executor._files.rules import (
+    Compiled,
+    IgnoreFileName,
+    Rules,
+    as_text,
+    compile_ignore_text,
+    normalise_extensions,
+    rules_above,
+    wanted,
+)
 from executor._local.executor import LocalExecutor
 from executor._policies.observed import CommandCancelled, CommandEvent, CommandFinished, Observed
 from executor._policies.policies import Audit, AuditEvent, AuditRecord
@@ -48,6 +61,7 @@ __all__ = [
     "FakeExecutor",
     "LifecycleContract",
     "LocalFixtures",
+    "OutputContract",
     "ReadOnlyContract",
     "SessionContract",
     "read_until",
@@ -63,16 +77,34 @@ Handler: TypeAlias = Callable[
 class FakeExecutor(ToolExecutor):
     """An executor without processes, for testing agents and tools.
 
-    `handler(cmd)` (plain or async) answers each shell or argv command: a
-    `CommandOutput`, or `str`/`bytes` taken as stdout with exit code 0; it may
-    raise a `CommandError` to fail the command. `None`, or no handler, means
-    "not handled": the command fails with exit code 127. File commands work on
-    the in-memory `files` (path to bytes) unless the handler answers them.
-    Every command received is appended to `calls`.
+    `handler(cmd)` (plain or async) answers each shell or argv command (and
+    any other kind of command but a file read or write): a `CommandOutput`,
+    or `str`/`bytes` taken as stdout with exit code 0; it may raise a
+    `CommandError` to fail the command. `None`, or no handler, means "not
+    handled": the command fails with exit code 127.
+
+    File commands never reach the handler, so one written for shell
+    commands (`lambda cmd: "3 files"`) cannot answer a `read_file` by
+    mistake. `files` (path to text or bytes, relative to the working
+    directory) is an in-memory tree, and `read_file`, `write_file` and
+    `stream_files` work on it whatever the handler does, as the real
+    executors work on their folder: paths join onto `current_dir`,
+    `write_file` makes the folders above a file, a missing file fails with
+    `NonZeroExit` and the OS's words on stderr, and `stream_files` lists a
+    folder's text files by the local walker's rules (`.ignore`, `.gitignore`
+    in a repository, hidden and binary files skipped, `extensions`), with
+    paths as the caller wrote the folder, and raises `FileNotFoundError` for
+    a folder that is not there.
+    Every command received, file commands included, is appended to `calls`.
 
     ```python
     ex = FakeExecutor(lambda cmd: "3 files", files={"README.md": "# hi"})
+    # exec_cmd(Command.shell("ls | wc -l")) gives b"3 files";
+    # exec_cmd(Command.read_file("README.md")) gives b"# hi".
     ```
+
+    Raises:
+        ValueError: `files` names a path as a file and as a folder at once.
     """
 
     def __init__(
@@ -82,10 +114,15 @@ class FakeExecutor(ToolExecutor):
         files: Mapping[str, str | bytes] | None = None,
     ) -> None:
         self.handler = handler
-        self.files: dict[str, bytes] = {
-            _key(path): content.encode() if isinstance(content, str) else content
-            for path, content in (files or {}).items()
-        }
+        self.files: dict[str, bytes] = {}
+        for path, content in (files or {}).items():
+            key = _key(path)
+            if not key:
+                raise ValueError(f"{path!r} names the working directory, not a file")
+            self.files[key] = content.encode() if isinstance(content, str) else bytes(content)
+        clash = next((key for key in self.files if _is_folder(self.files, key)), None)
+        if clash is not None:
+            raise ValueError(f"{clash!r} is both a file and a folder in files")
         self.calls: list[Command] = []
         self.closed = False
 
@@ -93,8 +130,10 @@ class FakeExecutor(ToolExecutor):
         return "FakeExecutor()"
 
     async def exec_cmd(self, cmd: Command) -> CommandOutput:
-        """Answer `cmd` from the handler, or from `files` for file commands."""
+        """Answer a file command from `files`, any other command from the handler."""
         self.calls.append(cmd)
+        if isinstance(cmd, ReadFile | WriteFile):
+            return await self._file_command(cmd)
         if self.handler is not None:
             answer = self.handler(cmd)
             if inspect.isawaitable(answer):
@@ -104,37 +143,46 @@ class FakeExecutor(ToolExecutor):
                 if output.exit_code:
                     raise NonZeroExit(f"command exited with code {output.exit_code}", output)
                 return output
-        path = _key(os.path.join(cmd.current_dir or "", getattr(cmd, "path", "")))
-        if isinstance(cmd, ReadFile):
-            if path not in self.files:
-                message = f"{cmd.path}: No such file or directory"
-                raise NonZeroExit(message, CommandOutput(chunks=(Stderr(message.encode()),)))
-            return CommandOutput(chunks=(Stdout(self.files[path]),))
-        if isinstance(cmd, WriteFile):
-            self.files[path] = cmd.content
-            return CommandOutput()
         message = f"FakeExecutor has no answer for {cmd!r}"
         raise NonZeroExit(message, CommandOutput(chunks=(Stderr(message.encode()),), exit_code=127))
+
+    async def _file_command(self, cmd: ReadFile | WriteFile) -> CommandOutput:
+        started = anyio.current_time()
+        path = _key(posixpath.join(cmd.current_dir or "", cmd.path))
+        # A file on the way to the path, as the OS finds it, makes it unreachable.
+        if any(above in self.files for above in _parents(path)):
+            raise await file_failure(cmd.path, os.strerror(errno.ENOTDIR), started, None)
+        if _is_folder(self.files, path) or not path:
+            raise await file_failure(cmd.path, os.strerror(errno.EISDIR), started, None)
+        if isinstance(cmd, WriteFile):
+            self.files[path] = cmd.content
+            return CommandOutput(duration=anyio.current_time() - started)
+        if path not in self.files:
+            raise await file_failure(cmd.path, os.strerror(errno.ENOENT), started, None)
+        return CommandOutput(
+            chunks=(Stdout(self.files[path]),), duration=anyio.current_time() - started
+        )
 
     async def stream_files(
         self, path: StrPath, extensions: Iterable[str] | None = None
     ) -> AsyncIterator[LoadedFile]:
-        """Yield the in-memory files below `path`, with the extensions asked for."""
-        root = _key(os.fspath(path))
-        wanted = {e.lstrip(".") for e in extensions or ()}
-        found = False
-        for name in sorted(self.files):
-            if root not in ("", ".") and not (name == root or name.startswith(f"{root}/")):
-                continue
-            found = True
-            if wanted and name.rpartition(".")[2] not in wanted:
-                continue
-            data = self.files[name]
-            if b"\0" in data:
-                continue
-            yield LoadedFile(name, data.decode("utf-8", "replace"))
-        if not found and root not in ("", "."):
-            raise FileNotFoundError(f"no such folder: {os.fspath(path)}")
+        """Yield the text files of `files` below `path`, as the local walker would list them."""
+        raw = os.fspath(path)
+        wanted_extensions = normalise_extensions(extensions)
+        # Paths come back as the caller would write them: "src/a.py", not "./src/a.py".
+        root = _key(raw)
+        if root in self.files:
+            # A file named as the root is listed by itself.
+            text = as_text(self.files[root])
+            if wanted(posixpath.basename(root), wanted_extensions) and text is not None:
+                yield LoadedFile(root, text)
+            return
+        if root and not _is_folder(self.files, root):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), root)
+        tree = _MemoryTree(self.files)
+        rules = await rules_above(root, tree)
+        for loaded in await tree.walk(root, rules, wanted_extensions):
+            yield loaded
 
     async def aclose(self) -> None:
         """Mark the executor closed."""
@@ -142,7 +190,8 @@ class FakeExecutor(ToolExecutor):
 
 
 def _key(path: str) -> str:
-    normal = os.path.normpath(path)
+    """`path` as a key of `FakeExecutor.files`: normalised, `""` for the working directory."""
+    normal = posixpath.normpath(path)
     return "" if normal == "." else normal
 
 
@@ -151,6 +200,69 @@ def _as_output(answer: CommandOutput | str | bytes) -> CommandOutput:
         return answer
     data = answer.encode() if isinstance(answer, str) else answer
     return CommandOutput(chunks=(Stdout(data),), exit_code=0)
+
+
+def _parents(path: str) -> Iterator[str]:
+    """The folders above `path`, nearest first, without the working directory itself."""
+    while (path := posixpath.dirname(path)) not in ("", "/"):
+        yield path
+
+
+def _is_folder(files: Mapping[str, bytes], path: str) -> bool:
+    """Whether some file of `files` lies below `path`."""
+    prefix = path.rstrip("/") + "/"
+    return any(key.startswith(prefix) for key in files)
+
+
+class _MemoryTree:
+    """`FakeExecutor.files` as the walker's rules read it (`IgnoreFiles`), and its walk."""
+
+    def __init__(self, files: Mapping[str, bytes]) -> None:
+        self.files = files
+
+    async def read(self, folder: str, name: IgnoreFileName) -> Compiled | None:
+        """Compile `folder`'s ignore file `name`, if `files` holds one."""
+        path = posixpath.join(folder, name)
+        data = self.files.get(path)
+        return None if data is None else compile_ignore_text(data, path)
+
+    async def has_git(self, folder: str) -> bool:
+        """Whether `folder` holds a `.git` file or folder."""
+        path = posixpath.join(folder, ".git")
+        return path in self.files or _is_folder(self.files, path)
+
+    def entries(self, folder: str) -> dict[str, bool]:
+        """The names in `folder`, each with whether it is a folder."""
+        prefix = f"{folder.rstrip('/')}/" if folder else ""
+        found: dict[str, bool] = {}
+        for key in self.files:
+            if key.startswith(prefix):
+                name, slash, _ = key[len(prefix) :].partition("/")
+                found[name] = found.get(name, False) or bool(slash)
+        return found
+
+    async def walk(
+        self, root: str, rules: Rules, extensions: frozenset[str] | None
+    ) -> list[LoadedFile]:
+        """The text files below the folder `root`, depth first, names in sorted order."""
+        found: list[LoadedFile] = []
+
+        async def visit(folder: str, rules: Rules) -> None:
+            entries = self.entries(folder)
+            rules = await rules.add_folder(self, folder, {n for n in entries if n[0] == "."})
+            # Never listed, as on disk: git's internals are no one's text files.
+            entries.pop(".git", None)
+            for name, is_dir in sorted(entries.items()):
+                if not rules.keeps(name, is_dir, extensions):
+                    continue
+                path = posixpath.join(folder, name)
+                if is_dir:
+                    await visit(path, rules.descend(name))
+                elif (text := as_text(self.files[path])) is not None:
+                    found.append(LoadedFile(path, text))
+
+        await visit(root, rules)
+        return found
 
 
 class LocalFixtures:
@@ -818,3 +930,101 @@ class LifecycleContract:
         assert seen[0][0] == b"target.bin\n", seen
         assert content in (b"old", new), f"target holds {len(content)} bytes"
         assert seen[0] == seen[1], f"the write went on after the call returned: {seen}"
+
+
+@pytest.mark.anyio
+class OutputContract:
+    """What a backend hands back: files whole or a clear failure, cut output marked and kept.
+
+    Needs the fixture `executor_factory` (see `ExecutorFactory`); each test
+    makes its executor with the options it needs (`read_limit`,
+    `output_limit`, `spill`).
+    """
+
+    async def test_a_large_file_comes_back_byte_identical(
+        self, executor_factory: ExecutorFactory
+    ) -> None:
+        """100 MB of random bytes, written and read back, are the same bytes: never spliced."""
+        content = os.urandom(100 << 20)
+        async with executor_factory() as executor:
+            await executor.exec_cmd(Command.write_file("random.bin", content))
+            output = await executor.exec_cmd(Command.read_file("random.bin"))
+            assert not output.truncated
+            assert output.stdout == content
+            await executor.exec_cmd(Command.write_file("copy.bin", output.stdout))
+            copy = await executor.exec_cmd(Command.read_file("copy.bin"))
+        assert copy.stdout == content
+
+    async def test_a_file_past_the_read_limit_fails_naming_it(
+        self, executor_factory: ExecutorFactory
+    ) -> None:
+        """A file past `read_limit` is refused with its size and the limit; nothing is returned."""
+        async with executor_factory(read_limit=1000) as executor:
+            await executor.exec_cmd(Command.write_file("small.txt", b"x" * 1000))
+            assert len((await executor.exec_cmd(Command.read_file("small.txt"))).stdout) == 1000
+            await executor.exec_cmd(Command.write_file("big.txt", b"x" * 1001))
+            with pytest.raises(NonZeroExit) as caught:
+                await executor.exec_cmd(Command.read_file("big.txt"))
+        assert "1001 bytes" in caught.value.message
+        assert "read limit of 1000 bytes" in caught.value.message
+        assert caught.value.output.stdout == b""
+
+    async def test_a_file_streamed_to_a_sink_is_whole_there(
+        self, executor_factory: ExecutorFactory
+    ) -> None:
+        """Past `output_limit` a streamed file reaches the sink whole; the output keeps none."""
+        content = os.urandom(3 << 20)
+        seen: list[bytes] = []
+        async with executor_factory(output_limit=1 << 20) as executor:
+            await executor.exec_cmd(Command.write_file("f.bin", content))
+
+            def sink(chunk: Chunk) -> None:
+                seen.append(chunk.data)
+
+            output = await executor.exec_cmd_streaming(Command.read_file("f.bin"), sink)
+        assert b"".join(seen) == content
+        assert output.stdout == b""
+        assert output.truncated
+        assert output.elided is not None
+        assert output.elided.bytes == len(content)
+
+    async def test_cut_output_is_marked_with_what_is_missing(
+        self, executor_factory: ExecutorFactory
+    ) -> None:
+        """Past `output_limit`, `text()` marks the cut with the missing lines and bytes."""
+        async with executor_factory(output_limit=2000) as executor:
+            output = await executor.exec_cmd(Command.shell("seq 1 100000"))
+        whole = "".join(f"{n}\n" for n in range(1, 100001))
+        elided = output.elided
+        assert output.truncated
+        assert elided is not None
+        kept = output.stdout.decode()
+        assert elided.bytes == len(whole) - len(kept)
+        assert elided.lines == whole.count("\n") - kept.count("\n")
+        marker = f"[... {elided.lines} lines ({elided.bytes} bytes) elided ...]"
+        text = output.text()
+        assert marker in text
+        head, tail = text.split(marker)
+        assert whole.startswith(head.rstrip("\n"))
+        assert whole.endswith(tail.lstrip("\n"))
+        assert str(NonZeroExit("x", output)).count(marker) <= 1
+
+    async def test_spilled_output_holds_every_byte(
+        self, executor_factory: ExecutorFactory, tmp_path: Path
+    ) -> None:
+        """With `spill=`, cut output is kept whole in a file whose path the marker gives."""
+        script = "head -c 20000000 /dev/urandom | od -An -tx1 -v"
+        async with executor_factory(output_limit=1 << 16, spill=tmp_path) as executor:
+            seen: list[bytes] = []
+
+            def sink(chunk: Chunk) -> None:
+                seen.append(chunk.data)
+
+            output = await executor.exec_cmd_streaming(Command.shell(script), sink)
+        elided = output.elided
+        assert elided is not None
+        assert elided.spill is not None
+        assert os.path.dirname(elided.spill) == str(tmp_path)
+        with open(elided.spill, "rb") as spilled:  # noqa: ASYNC230 (a test's own check)
+            assert spilled.read() == b"".join(seen)
+        assert elided.spill in output.text()

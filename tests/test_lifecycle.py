@@ -1,4 +1,4 @@
-"""The lifecycle contract on every backend: local, both sandboxes, Docker both ways, SSH.
+"""The lifecycle and output contracts on every backend: local, sandboxes, Docker both ways, SSH.
 
 Each backend's class supplies `executor_factory` only (see
 `executor.testing.LifecycleContract`). The Docker and SSH classes need their
@@ -29,12 +29,12 @@ from executor import (
     ToolExecutor,
 )
 from executor._docker.executor import LABEL_MANAGED, LABEL_OWNER, owner_label
-from executor.testing import ExecutorFactory, LifecycleContract
+from executor.testing import ExecutorFactory, LifecycleContract, OutputContract
 
 pytestmark = pytest.mark.anyio
 
 
-class TestLocalLifecycle(LifecycleContract):
+class TestLocalLifecycle(LifecycleContract, OutputContract):
     """A bare LocalExecutor."""
 
     @pytest.fixture
@@ -56,7 +56,7 @@ def _sandboxed(backend: str, workdir: Path) -> ExecutorFactory:
     return partial(LocalExecutor, workdir, sandbox=sandbox)
 
 
-class TestBubblewrapLifecycle(LifecycleContract):
+class TestBubblewrapLifecycle(LifecycleContract, OutputContract):
     """A LocalExecutor sandboxed by bubblewrap."""
 
     @pytest.fixture
@@ -65,7 +65,7 @@ class TestBubblewrapLifecycle(LifecycleContract):
         return _sandboxed("bubblewrap", tmp_path)
 
 
-class TestLandlockLifecycle(LifecycleContract):
+class TestLandlockLifecycle(LifecycleContract, OutputContract):
     """A LocalExecutor sandboxed by Landlock."""
 
     @pytest.fixture
@@ -98,7 +98,7 @@ def python_container() -> Iterator[str]:
     docker("rm", "-f", container, check=False)
 
 
-class TestDockerHelperLifecycle(LifecycleContract):
+class TestDockerHelperLifecycle(LifecycleContract, OutputContract):
     """A DockerExecutor whose commands run through its in-container helper."""
 
     @pytest.fixture
@@ -108,7 +108,7 @@ class TestDockerHelperLifecycle(LifecycleContract):
         return partial(DockerExecutor, container=python_container, workdir=workdir)
 
 
-class TestDockerExecLifecycle(LifecycleContract):
+class TestDockerExecLifecycle(LifecycleContract, OutputContract):
     """A DockerExecutor whose commands are engine execs (busybox: no helper)."""
 
     @pytest.fixture
@@ -130,7 +130,7 @@ def ssh_server() -> Iterator[SshServer]:
     server.stop()
 
 
-class TestSshLifecycle(LifecycleContract):
+class TestSshLifecycle(LifecycleContract, OutputContract):
     """An SshExecutor against a real sshd."""
 
     @pytest.fixture

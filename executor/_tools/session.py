@@ -1,5 +1,8 @@
 """The streaming tool session: a tool run, its output read through a policy for the context.
 
+The README's "Streaming tools and events" section has this example whole
+(`TailInput`, `TailSummary` and `follow` defined, as `snippets/streaming_tools.py`):
+
 ```python
 class Tail(StreamingTool[TailInput, str, TailSummary]):
     '''Follows a log and streams its new lines.'''

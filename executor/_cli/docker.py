@@ -20,16 +20,25 @@ def add_docker_parser(commands: Any) -> None:
         "docker",
         help="manage the containers DockerExecutor made",
         description="Manage the containers DockerExecutor made (labelled io.executor.managed).",
+        epilog="examples:\n  python -m executor docker gc\n  python -m executor docker gc --all\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = docker.add_subparsers(dest="docker_command", required=True)
     gc = actions.add_parser(
         "gc",
         help="remove containers whose owner process is gone",
         description=(
-            "Remove the containers labelled as DockerExecutor's whose owner process (on "
-            "this host) no longer runs, except those made with keep=True, and print "
-            "their ids. The engine is the one DOCKER_HOST names."
+            "Remove the containers labelled as DockerExecutor's whose owner process (on\n"
+            "this host) no longer runs, except those made with keep=True, and print\n"
+            "their ids. The engine is the one DOCKER_HOST names (or --host)."
         ),
+        epilog=(
+            "examples:\n"
+            "  python -m executor docker gc\n"
+            "  python -m executor docker gc --host unix:///run/user/1000/docker.sock\n"
+            "  python -m executor docker gc --all   # also kept containers, live owners\n"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     gc.add_argument("--host", help="the engine's address (default: DOCKER_HOST)")
     gc.add_argument(

@@ -6,23 +6,32 @@ import argparse
 import json
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from executor._core.errors import InvalidArgument
-from executor._journal import (
-    DEFAULT_MAX_AGE,
-    IdempotencyKey,
-    JournalEntry,
-    JournalError,
-    SqliteJournal,
-)
+from executor._core.errors import InvalidArgument, JournalError
+
+if TYPE_CHECKING:
+    from executor._journal import JournalEntry, SqliteJournal
 
 __all__ = ["add_journal_parser", "run_journal_command"]
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+_JOURNAL_EXAMPLES = """\
+examples:
+  python -m executor journal list --state interrupted
+  python -m executor journal --path run.sqlite3 show 0190a5e2-7c4d-7b61-9f3a-2d5c8e1b4a70
+  python -m executor journal prune --max-age 7d
+"""
+
+
+def _example(*uses: str) -> str:
+    """An epilog: `python -m executor journal USE` for each use."""
+    lines = "".join(f"  python -m executor journal {use}\n" for use in uses)
+    return f"examples:\n{lines}"
 
 
 def _duration(text: str) -> float:
@@ -44,26 +53,50 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def add_journal_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_journal_parser(commands: argparse._SubParsersAction[Any]) -> None:
     """Add `journal list|show|prune` to the command line's subcommands."""
     journal = commands.add_parser(
         "journal",
         help="list, inspect and prune the idempotency journal",
         description=(
-            "Inspect the journal of runs under idempotency keys. The journal is --path, "
-            "else $EXECUTOR_JOURNAL, else ~/.local/state/executor/journal.sqlite3."
+            "Inspect the journal of runs under idempotency keys. The journal is --path,\n"
+            "else $EXECUTOR_JOURNAL, else ~/.local/state/executor/journal.sqlite3.\n"
+            "Exit code 2 when the journal or the key is missing."
         ),
+        epilog=_JOURNAL_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     journal.add_argument("--path", help="the journal file")
     actions = journal.add_subparsers(dest="journal_command", required=True)
-    listing = actions.add_parser("list", help="list runs, newest first")
+    listing = actions.add_parser(
+        "list",
+        help="list runs, newest first",
+        description="List the runs in the journal, newest first: key, state, start, outcome, name.",
+        epilog=_example("list --state interrupted --limit 20", "list --json | head -3"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     listing.add_argument("--state", choices=("running", "interrupted", "final"))
     listing.add_argument("--limit", type=_positive_int, default=100, help="at most N (100)")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
-    show = actions.add_parser("show", help="show one run and its recorded output")
+    show = actions.add_parser(
+        "show",
+        help="show one run and its recorded output",
+        description="Show one run: its state, outcome, and the output recorded with it.",
+        epilog=_example("show 0190a5e2-7c4d-7b61-9f3a-2d5c8e1b4a70", "show KEY --json"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     show.add_argument("key", help="the idempotency key (a UUID v7)")
     show.add_argument("--json", action="store_true", help="as one JSON object")
-    prune = actions.add_parser("prune", help="delete expired finals and interrupted runs")
+    prune = actions.add_parser(
+        "prune",
+        help="delete expired finals and interrupted runs",
+        description=(
+            "Delete the finished and interrupted runs older than --max-age (30 days when\n"
+            "neither option is given), and all but the newest --max-entries finished ones."
+        ),
+        epilog=_example("prune --max-age 12h", "prune --max-entries 1000"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     prune.add_argument(
         "--max-age", type=_duration, help="older than this (3600, 90m, 12h, 30d; default 30d)"
     )
@@ -120,6 +153,9 @@ def _details(entry: JournalEntry) -> dict[str, Any]:
 
 def run_journal_command(args: argparse.Namespace) -> int:
     """Run `journal list|show|prune` and return the exit code (2 for a missing journal or key)."""
+    # Imported here: `run` and `files` need none of the journal (sqlite3 and more).
+    from executor._journal import SqliteJournal
+
     journal = SqliteJournal(args.path, create=False, max_age=None)
     try:
         return anyio.run(_journal_command, journal, args)
@@ -131,6 +167,8 @@ def run_journal_command(args: argparse.Namespace) -> int:
 
 
 async def _journal_command(journal: SqliteJournal, args: argparse.Namespace) -> int:
+    from executor._journal import DEFAULT_MAX_AGE, IdempotencyKey
+
     if args.journal_command == "list":
         entries = await journal.entries(state=args.state, limit=args.limit)
         if args.json:

@@ -12,7 +12,9 @@ import pytest
 # rewriting its asserts makes its failures say what differed.
 pytest.register_assert_rewrite("executor.testing")
 
-from executor import LocalExecutor  # noqa: E402
+from ssh_server import SshServer, start_server  # noqa: E402
+
+from executor import ExecutorError, LocalExecutor, Sandbox  # noqa: E402
 from executor._core.proc import TREE_VARIABLE, proc_stat  # noqa: E402
 
 
@@ -46,6 +48,32 @@ def alive(pid: int) -> bool:
     """Whether `pid` is a live process (a zombie counts as dead)."""
     stat = proc_stat(pid)
     return stat is not None and stat.state != "Z"
+
+
+@pytest.fixture(scope="session")
+def ssh_server() -> Iterator[SshServer]:
+    """A private sshd on 127.0.0.1 for the whole run, stopped (by pid) at the end.
+
+    Without /usr/sbin/sshd the tests that need it skip, or fail under
+    `EXECUTOR_REQUIRE_SSH=1` (CI).
+    """
+    server = start_server()
+    if server is None:
+        if os.environ.get("EXECUTOR_REQUIRE_SSH") == "1":
+            pytest.fail("EXECUTOR_REQUIRE_SSH=1, but /usr/sbin/sshd is not installed")
+        pytest.skip("no /usr/sbin/sshd (install openssh-server to run the SSH tests)")
+    yield server
+    server.stop()
+
+
+def require_sandbox() -> None:
+    """Skip without an OS sandbox on this machine; fail instead under EXECUTOR_REQUIRE_SANDBOX."""
+    try:
+        Sandbox().choose_backend()
+    except ExecutorError as error:
+        if os.environ.get("EXECUTOR_REQUIRE_SANDBOX", "") not in ("", "0"):
+            pytest.fail(f"EXECUTOR_REQUIRE_SANDBOX is set, but: {error}")
+        pytest.skip(str(error))
 
 
 @pytest.fixture

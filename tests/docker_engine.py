@@ -92,3 +92,28 @@ def inspect(container_id: str) -> dict[str, object]:
     """`docker inspect` of one container."""
     data: list[dict[str, object]] = json.loads(docker("inspect", container_id))
     return data[0]
+
+
+def start_labelled_container(image: str) -> str:
+    """A container of `image` that idles, with network none, labelled as ours; its id.
+
+    The caller removes it (`docker("rm", "-f", id)`).
+    """
+    from executor._docker.executor import LABEL_MANAGED, LABEL_OWNER, owner_label
+
+    return docker(
+        "run",
+        "-d",
+        "--init",
+        "--network",
+        "none",
+        "--label",
+        f"{LABEL_MANAGED}=1",
+        "--label",
+        f"{LABEL_OWNER}={owner_label()}",
+        "--entrypoint",
+        "/bin/sh",
+        image,
+        "-c",
+        "while :; do sleep 3600; done",
+    ).strip()

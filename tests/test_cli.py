@@ -20,7 +20,7 @@ import anyio
 import psutil
 import pytest
 from docker_engine import BUSYBOX_IMAGE, docker, require_engine
-from ssh_server import SshServer, start_server
+from ssh_server import SshServer
 
 from executor import (
     CommandOutput,
@@ -1065,18 +1065,6 @@ def test_files_in_docker() -> None:
 
 
 # --ssh: a private sshd on 127.0.0.1 (see ssh_server.py).
-
-
-@pytest.fixture(scope="module")
-def ssh_server() -> Iterator[SshServer]:
-    """A private sshd for this module's SSH tests, stopped (by pid) at the end."""
-    server = start_server()
-    if server is None:
-        if os.environ.get("EXECUTOR_REQUIRE_SSH") == "1":
-            pytest.fail("EXECUTOR_REQUIRE_SSH=1, but /usr/sbin/sshd is not installed")
-        pytest.skip("no /usr/sbin/sshd (install openssh-server to run the SSH tests)")
-    yield server
-    server.stop()
 
 
 def ssh_flags(server: SshServer) -> list[str]:

@@ -27,6 +27,7 @@ from docker_engine import (
     inspect,
     our_containers,
     require_engine,
+    start_labelled_container,
 )
 
 from executor import (
@@ -39,10 +40,8 @@ from executor import (
 )
 from executor._docker.executor import (
     LABEL_MANAGED,
-    LABEL_OWNER,
     DockerExecutor,
     collect_garbage,
-    owner_label,
 )
 from executor.testing import ExecutorContract, ReadOnlyContract, SessionContract, read_until
 
@@ -65,22 +64,7 @@ def _engine_and_no_container_left() -> Iterator[None]:
 def shared_container() -> Iterator[str]:
     """One container of the Python image for the contract tests, labelled as ours."""
     require_engine()
-    container = docker(
-        "run",
-        "-d",
-        "--init",
-        "--network",
-        "none",
-        "--label",
-        f"{LABEL_MANAGED}=1",
-        "--label",
-        f"{LABEL_OWNER}={owner_label()}",
-        "--entrypoint",
-        "/bin/sh",
-        PYTHON_IMAGE,
-        "-c",
-        "while :; do sleep 3600; done",
-    ).strip()
+    container = start_labelled_container(PYTHON_IMAGE)
     yield container
     docker("rm", "-f", container, check=False)
 

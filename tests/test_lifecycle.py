@@ -17,8 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docker_engine import BUSYBOX_IMAGE, PYTHON_IMAGE, docker, require_engine
-from ssh_server import SshServer, start_server
+from docker_engine import (
+    BUSYBOX_IMAGE,
+    PYTHON_IMAGE,
+    docker,
+    require_engine,
+    start_labelled_container,
+)
+from ssh_server import SshServer
 
 from executor import (
     DockerExecutor,
@@ -28,7 +34,6 @@ from executor import (
     SshExecutor,
     ToolExecutor,
 )
-from executor._docker.executor import LABEL_MANAGED, LABEL_OWNER, owner_label
 from executor.testing import ExecutorFactory, LifecycleContract, OutputContract
 
 pytestmark = pytest.mark.anyio
@@ -78,22 +83,7 @@ class TestLandlockLifecycle(LifecycleContract, OutputContract):
 def python_container() -> Iterator[str]:
     """One container of the Python image (so the in-container helper runs), labelled as ours."""
     require_engine()
-    container = docker(
-        "run",
-        "-d",
-        "--init",
-        "--network",
-        "none",
-        "--label",
-        f"{LABEL_MANAGED}=1",
-        "--label",
-        f"{LABEL_OWNER}={owner_label()}",
-        "--entrypoint",
-        "/bin/sh",
-        PYTHON_IMAGE,
-        "-c",
-        "while :; do sleep 3600; done",
-    ).strip()
+    container = start_labelled_container(PYTHON_IMAGE)
     yield container
     docker("rm", "-f", container, check=False)
 
@@ -116,18 +106,6 @@ class TestDockerExecLifecycle(LifecycleContract, OutputContract):
         """DockerExecutors, each on a fresh busybox container of its own."""
         require_engine()
         return partial(DockerExecutor, BUSYBOX_IMAGE)
-
-
-@pytest.fixture(scope="module")
-def ssh_server() -> Iterator[SshServer]:
-    """A private sshd on 127.0.0.1 for this module, stopped at the end."""
-    server = start_server()
-    if server is None:
-        if os.environ.get("EXECUTOR_REQUIRE_SSH") == "1":
-            pytest.fail("EXECUTOR_REQUIRE_SSH=1, but /usr/sbin/sshd is not installed")
-        pytest.skip("no /usr/sbin/sshd (install openssh-server to run the SSH tests)")
-    yield server
-    server.stop()
 
 
 class TestSshLifecycle(LifecycleContract, OutputContract):

@@ -43,16 +43,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 import pytest
-from conftest import tagged_processes
+from conftest import require_sandbox, tagged_processes
 from docker_engine import PYTHON_IMAGE, docker, require_engine
-from ssh_server import SshServer, start_server
-
-from executor import ExecutorError, Sandbox
+from ssh_server import SshServer
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 TIMEOUT = 90
@@ -212,28 +210,6 @@ def make_checkout(root: Path) -> Path:
     git("-C", checkout, "remote", "add", "origin", upstream)
     git("-C", checkout, "push", "-q", "-u", "origin", "main")
     return checkout
-
-
-@pytest.fixture(scope="module")
-def ssh_server() -> Iterator[SshServer]:
-    """A private sshd for the SSH blocks, stopped at the end."""
-    server = start_server()
-    if server is None:
-        if os.environ.get("EXECUTOR_REQUIRE_SSH") == "1":
-            pytest.fail("EXECUTOR_REQUIRE_SSH=1, but /usr/sbin/sshd is not installed")
-        pytest.skip("no /usr/sbin/sshd (install openssh-server to run the SSH blocks)")
-    yield server
-    server.stop()
-
-
-def require_sandbox() -> None:
-    """Skip without an OS sandbox on this machine; fail instead under EXECUTOR_REQUIRE_SANDBOX."""
-    try:
-        Sandbox().choose_backend()
-    except ExecutorError as error:
-        if os.environ.get("EXECUTOR_REQUIRE_SANDBOX", "") not in ("", "0"):
-            pytest.fail(f"EXECUTOR_REQUIRE_SANDBOX is set, but: {error}")
-        pytest.skip(str(error))
 
 
 def ssh_folder(server: SshServer) -> str:

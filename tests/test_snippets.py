@@ -19,15 +19,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import tagged_processes
+from conftest import require_sandbox, tagged_processes
 from docker_engine import PYTHON_IMAGE, docker, require_engine
-from ssh_server import SshServer, start_server
-
-from executor import ExecutorError, Sandbox
+from ssh_server import SshServer
 
 SNIPPETS = Path(__file__).resolve().parent.parent / "snippets"
 README = SNIPPETS.parent / "README.md"
@@ -203,28 +200,6 @@ EXPECTED: dict[str, list[str]] = {
         "without a handler: is_error=True",
     ],
 }
-
-
-@pytest.fixture(scope="module")
-def ssh_server() -> Iterator[SshServer]:
-    """A private sshd for the SSH snippet, stopped at the end."""
-    server = start_server()
-    if server is None:
-        if os.environ.get("EXECUTOR_REQUIRE_SSH") == "1":
-            pytest.fail("EXECUTOR_REQUIRE_SSH=1, but /usr/sbin/sshd is not installed")
-        pytest.skip("no /usr/sbin/sshd (install openssh-server to run the SSH snippet)")
-    yield server
-    server.stop()
-
-
-def require_sandbox() -> None:
-    """Skip without an OS sandbox on this machine; fail instead under EXECUTOR_REQUIRE_SANDBOX."""
-    try:
-        Sandbox().choose_backend()
-    except ExecutorError as error:
-        if os.environ.get("EXECUTOR_REQUIRE_SANDBOX", "") not in ("", "0"):
-            pytest.fail(f"EXECUTOR_REQUIRE_SANDBOX is set, but: {error}")
-        pytest.skip(str(error))
 
 
 def service_environment(name: str, request: pytest.FixtureRequest) -> dict[str, str]:

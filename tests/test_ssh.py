@@ -25,7 +25,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 import pytest
-from ssh_server import SshServer, start_server
+from ssh_server import SshServer
 
 from executor import (
     Chunk,
@@ -43,18 +43,6 @@ from executor.testing import ExecutorContract, ReadOnlyContract, SessionContract
 pytestmark = pytest.mark.anyio
 
 REQUIRED = os.environ.get("EXECUTOR_REQUIRE_SSH") == "1"
-
-
-@pytest.fixture(scope="session")
-def ssh_server() -> Iterator[SshServer]:
-    """A private sshd for the whole run, stopped at the end."""
-    server = start_server()
-    if server is None:
-        if REQUIRED:
-            pytest.fail("EXECUTOR_REQUIRE_SSH=1, but /usr/sbin/sshd is not installed")
-        pytest.skip("no /usr/sbin/sshd (install openssh-server to run the SSH tests)")
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -9,9 +9,13 @@ async with LocalExecutor("/srv/checkout", default_timeout=30) as ex:
 ```
 """
 
-import typing as _typing
+# Not `typing.TYPE_CHECKING`: importing `typing` costs more than all the rest
+# of `import executor`. Type checkers take any name TYPE_CHECKING as true.
+TYPE_CHECKING = False
 
-if _typing.TYPE_CHECKING:
+if TYPE_CHECKING:
+    from typing import Any
+
     # The public names, each where it lives. Type checkers read them here; at run
     # time nothing here is imported (see `_homes`).
     from executor._core.base import (
@@ -191,17 +195,22 @@ def _homes() -> dict[str, str]:
     program that needs only the local executor never pays for Docker's, SSH's
     or the shell parser's imports.
     """
-    import ast
-
+    # A plain scan of the lines, as the formatter lays them out, instead of
+    # `ast` (which costs more than all the rest of `import executor`);
+    # tests/test_values.py checks it against an `ast` parse.
+    homes: dict[str, str] = {}
+    module = ""
     with open(__file__, encoding="utf-8") as source:
-        tree = ast.parse(source.read())
-    block = next(node for node in tree.body if isinstance(node, ast.If))
-    return {
-        alias.name: node.module
-        for node in block.body
-        if isinstance(node, ast.ImportFrom) and node.module
-        for alias in node.names
-    }
+        for line in source:
+            if line.startswith("    from executor."):
+                module = line.split()[1]
+                if not line.rstrip().endswith("("):
+                    homes[line.split()[3]] = module
+            elif line.startswith("        ") and " as " in line and module:
+                homes[line.split()[0]] = module
+            elif line.startswith("__version__"):
+                break
+    return homes
 
 
 _HOME_OF = _homes()
@@ -209,10 +218,10 @@ __all__ = sorted(_HOME_OF)
 
 
 # Hidden from type checkers, so that a misspelt name is an error there too.
-if not _typing.TYPE_CHECKING:
+if not TYPE_CHECKING:
     import importlib as _importlib
 
-    def __getattr__(name: str) -> _typing.Any:
+    def __getattr__(name: str) -> "Any":
         module = _HOME_OF.get(name)
         if module is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -223,3 +232,6 @@ if not _typing.TYPE_CHECKING:
 
     def __dir__() -> list[str]:
         return sorted({*globals(), *__all__})
+
+
+del TYPE_CHECKING

@@ -398,3 +398,18 @@ def test_for_model_keeps_whole_lines_within_the_budget_and_says_how_it_ended() -
     killed = CommandOutput(chunks=(Stdout(b"x"),), exit_code=137, signal=9)
     assert for_model(killed).endswith("x\n[killed by SIGKILL, exit code 137]")
     assert for_model(CommandOutput(chunks=(Stdout(b"file"),))) == "file"
+
+
+def test_the_package_reads_its_names_as_python_does() -> None:
+    """The line scan behind `executor.__all__` finds exactly the names its TYPE_CHECKING imports."""
+    import ast
+
+    tree = ast.parse(Path(executor.__file__).read_text())
+    imports = {
+        alias.name: node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("executor.")
+        for alias in node.names
+    }
+    assert imports == executor._HOME_OF
+    assert sorted(imports) == executor.__all__

@@ -230,6 +230,13 @@ def preload() -> None:
 
     import executor
 
+    # `import executor` alone loads nothing (names load on first use). Load
+    # every name, as the package's import did before it was lazy: the heap
+    # that leaves changes how fast raw asyncio's 64 KiB reads run (3-4x here,
+    # see benchmarks/README.md), and every figure so far was taken with it.
+    for name in executor.__all__:
+        getattr(executor, name)
+
     async def nothing() -> None:
         pass
 
@@ -237,7 +244,6 @@ def preload() -> None:
     anyio.run(nothing, backend="asyncio")
     anyio.run(nothing, backend="trio")
     assert trio
-    assert executor
     # The garbage of all that importing must not be collected inside a figure.
     gc.collect()
 

@@ -27,7 +27,14 @@ from executor._core.commands import (
     session_argv,
 )
 from executor._core.errors import CommandError, ExecutorError, NonZeroExit
-from executor._core.output import Chunk, CommandOutput, Elision, OutputBuffer, Stderr
+from executor._core.output import (
+    Chunk,
+    CommandOutput,
+    Elision,
+    OutputBuffer,
+    Stderr,
+    count_newlines,
+)
 from executor._core.render import signal_name
 from executor._core.resource import AsyncResource
 
@@ -299,10 +306,10 @@ class FileBuffer:
             self._chunks.append(chunk)
             return
         if self._dropped or self._read > self._keep:
-            self._lines += chunk.data.count(b"\n")
+            self._lines += count_newlines(chunk.data)
             if not self._dropped:
                 self._dropped = True
-                self._lines += sum(kept.data.count(b"\n") for kept in self._chunks)
+                self._lines += sum(count_newlines(kept.data) for kept in self._chunks)
                 self._chunks.clear()
             return
         self._chunks.append(chunk)

@@ -9,7 +9,15 @@ from typing import BinaryIO, TypeAlias
 
 import attrs
 
-__all__ = ["Chunk", "CommandOutput", "Elision", "OutputBuffer", "Stderr", "Stdout"]
+__all__ = [
+    "Chunk",
+    "CommandOutput",
+    "Elision",
+    "OutputBuffer",
+    "Stderr",
+    "Stdout",
+    "count_newlines",
+]
 
 
 @attrs.frozen
@@ -148,6 +156,18 @@ def _decode(chunks: tuple[Chunk, ...]) -> str:
     return "".join(parts)
 
 
+def count_newlines(data: bytes, end: int | None = None) -> int:
+    """The newlines in `data[:end]`, cheaply where there are none.
+
+    `bytes.count` scans at about 1 GiB/s; the `in` test (memchr) at tens of
+    GiB/s, so a flood of binary output or of long lines pays for its cut
+    almost nothing, and only newlines that are there are counted.
+    """
+    if end is None:
+        return data.count(b"\n") if b"\n" in data else 0
+    return data.count(b"\n", 0, end) if data.find(b"\n", 0, end) >= 0 else 0
+
+
 class OutputBuffer:
     """Collects chunks in order, keeping at most `limit` bytes: the head and the tail.
 
@@ -216,8 +236,8 @@ class OutputBuffer:
             self._start_spill(chunk)
         if size >= limit:
             self.dropped += self._tail_bytes + size - limit
-            self.dropped_lines += sum(kept.data.count(b"\n") for kept in self._tail)
-            self.dropped_lines += chunk.data.count(b"\n", 0, size - limit)
+            self.dropped_lines += sum(count_newlines(kept.data) for kept in self._tail)
+            self.dropped_lines += count_newlines(chunk.data, size - limit)
             self._tail.clear()
             self._tail_bytes = 0
             if limit:
@@ -233,10 +253,10 @@ class OutputBuffer:
                 self._tail.popleft()
                 self._tail_bytes -= len(first.data)
                 self.dropped += len(first.data)
-                self.dropped_lines += first.data.count(b"\n")
+                self.dropped_lines += count_newlines(first.data)
                 excess -= len(first.data)
             else:
-                self.dropped_lines += first.data.count(b"\n", 0, excess)
+                self.dropped_lines += count_newlines(first.data, excess)
                 self._tail[0] = type(first)(first.data[excess:])
                 self._tail_bytes -= excess
                 self.dropped += excess

@@ -378,7 +378,6 @@ class CommandRunner(ToolExecutor):
         spill_dir: str | None = None
         if self.spill:
             spill_dir = _SPILL_DIR if self.spill is True else str(self.spill)
-            os.makedirs(spill_dir, mode=0o700, exist_ok=True)
         return OutputBuffer(self.output_limit, spill_dir=spill_dir)
 
     def file_buffer(self, shown: str, sink: Sink | None) -> FileBuffer:

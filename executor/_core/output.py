@@ -265,6 +265,8 @@ class OutputBuffer:
     def _start_spill(self, pending: Chunk) -> None:
         """Keep the whole output aside from here on: what is held, then `pending`."""
         assert self._spill_dir is not None
+        # Made here, at the first cut, not per command: most outputs never spill.
+        os.makedirs(self._spill_dir, mode=0o700, exist_ok=True)
         fd, path = tempfile.mkstemp(dir=self._spill_dir, prefix="output-", suffix=".log")
         self._spill = os.fdopen(fd, "wb")
         self._spill_path = path

@@ -23,7 +23,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -205,6 +206,36 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Non
         print(line(row))
 
 
+async def timed(step: Callable[[], Awaitable[object]], count: int) -> list[float]:
+    """The wall time of each of `count` awaits of `step()`, one after the other, in seconds."""
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        await step()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+async def engine_ready(image: str) -> str | None:
+    """Why the Docker benchmarks cannot run (no engine, or `image` missing), or None.
+
+    Imports the engine client only when called: most scripts never need it.
+    """
+    from executor._docker.api import EngineClient, EngineError
+
+    api = EngineClient()
+    try:
+        await api.request("GET", "/_ping")
+        response, _ = await api.request("GET", f"/images/{image}/json", ok=(200, 404))
+        if response.status == 404:
+            return f"image {image} is missing (.ci/services/docker.sh builds it)"
+    except EngineError as error:
+        return f"no Docker engine: {error}"
+    finally:
+        await api.aclose()
+    return None
+
+
 def current_rss() -> int:
     """This process's resident set size now, in bytes."""
     return int(psutil.Process().memory_info().rss)
@@ -234,8 +265,11 @@ def preload() -> None:
     # every name, as the package's import did before it was lazy: the heap
     # that leaves changes how fast raw asyncio's 64 KiB reads run (3-4x here,
     # see benchmarks/README.md), and every figure so far was taken with it.
+    # The framework adapters are left out: they import pydantic-ai, LangChain and
+    # the OpenAI Agents SDK (seconds, and tens of MiB) that no benchmark side uses.
     for name in executor.__all__:
-        getattr(executor, name)
+        if not executor._HOME_OF[name].startswith("executor._adapters"):
+            getattr(executor, name)
 
     async def nothing() -> None:
         pass

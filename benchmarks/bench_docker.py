@@ -35,26 +35,12 @@ import _harness as h
 import anyio
 
 from executor import Command, DockerExecutor
-from executor._docker.api import EngineClient, EngineError
+from executor._docker.api import EngineClient
 
 IMAGE = os.environ.get("EXECUTOR_DOCKER_IMAGE", "executor-test/python")
 EXEC_TARGET = 0.75
 HELPER_TARGET = 0.005
 Side = Callable[[], Awaitable[None]]
-
-
-async def engine_ready() -> str | None:
-    api = EngineClient()
-    try:
-        await api.request("GET", "/_ping")
-        response, _ = await api.request("GET", f"/images/{IMAGE}/json", ok=(200, 404))
-        if response.status == 404:
-            return f"image {IMAGE} is missing (.ci/services/docker.sh builds it)"
-    except EngineError as error:
-        return f"no Docker engine: {error}"
-    finally:
-        await api.aclose()
-    return None
 
 
 def cli_side(container: str) -> Side:
@@ -142,7 +128,7 @@ async def throughput_cli(container: str, size: int) -> float:
 
 
 async def main(args: argparse.Namespace) -> int:
-    problem = await engine_ready()
+    problem = await h.engine_ready(IMAGE)
     if problem is not None:
         print(f"skipped: {problem}")
         return 0

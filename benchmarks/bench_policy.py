@@ -12,30 +12,50 @@ reaped exit, pipes read), run back to back (500 per side by default), on
 
 All sides run in this one process, in one asyncio event loop, over one
 `LocalExecutor`, taking turns command by command (the order rotating each
-turn) so the machine's noise falls on every side alike. Target: each
-policy's median per command <= 1.10x the bare executor's.
+turn) so the machine's noise falls on every side alike. Targets: the
+median per command <= 1.05x the bare executor's for `DangerousCommands`,
+<= 1.10x for `CommandRules(allow)`.
 
 A second table times the policies' checks alone (no process), on `true` and
 on a compound script that needs the full parser (`cd src && git status
 --short | grep -v '^??' || echo "$(date)"`): plain words like `true` skip
-bashlex, so the first table shows the common case and this one the cost a
+the parser, so the first table shows the common case and this one the cost a
 script with quotes, pipes or substitutions adds.
+
+A third table times parse-and-judge (`DangerousCommands`' judgement, no
+process) per script with the parser of today (tree-sitter-bash) and the one
+before it (bashlex behind a lexer of its own, `_bashlex_parser.py`, run only
+where `bashlex` is installed): over the real-world corpus (every maintainer
+script in /var/lib/dpkg/info and every sh/bash script in /usr/bin that
+`bash -n` accepts; the quick mode takes 40 of them) and on a 20-line agent
+script. The two sides take turns script by script. Each script's time is
+its median over the rounds; the table gives the median and the mean over
+scripts, the total, how many each parser refused for syntax, and the total
+over the scripts both read (time to a refusal is no judgement). Target:
+tree-sitter's total over the scripts both read no slower than bashlex's.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
+import _bashlex_parser as before
 import _harness as h
 import anyio
 
 from executor import CheckedExecutor, Command, LocalExecutor, ToolExecutor
-from executor._policies.rules import CommandRules, DangerousCommands
+from executor._policies.rules import CommandRules, DangerousCommands, _Judge
+from executor._shell import parser as now
 
 TARGET = 1.10
+# DangerousCommands on `true` needs no parser at all: it must cost next to nothing.
+TARGETS = {"DangerousCommands": 1.05}
 ALLOW = ["true", "ls", "git status", "cd", "grep", "echo", "date"]
 COMPOUND = "cd src && git status --short | grep -v '^??' || echo \"$(date)\""
 
@@ -116,9 +136,10 @@ def report(stats: dict[str, h.Stats], checks: list[list[object]]) -> bool:
         if name in (BASELINE, REFERENCE):
             continue
         ratio = s.median / base.median
-        met = met and ratio <= TARGET
+        target = TARGETS.get(name, TARGET)
+        met = met and ratio <= target
         print(
-            f"target: {name} median <= {TARGET}x bare: {ratio:.2f}x -> {h.verdict(ratio <= TARGET)}"
+            f"target: {name} median <= {target}x bare: {ratio:.2f}x -> {h.verdict(ratio <= target)}"
         )
     print()
     print("The check alone, no process (microseconds per command, median)")
@@ -126,11 +147,148 @@ def report(stats: dict[str, h.Stats], checks: list[list[object]]) -> bool:
     return met
 
 
+# What an agent sends in one go: folders, git, a loop, tests, a here-document.
+AGENT_SCRIPT = """\
+set -e
+cd "$HOME/project" || exit 1
+git status --short | grep -v '^??' || true
+git log --oneline -n 5
+for f in src/*.py; do
+    python3 -m py_compile "$f" && echo "ok $f"
+done
+if test -f requirements.txt; then
+    pip install -q -r requirements.txt 2>/dev/null
+fi
+mkdir -p build/reports
+cat > build/reports/notes.md <<'EOF'
+# Notes
+Run on $(date), by the agent.
+EOF
+python3 -m pytest -q tests/ -k "not slow" | tail -n 20
+count=$(grep -rn "TODO" src | wc -l)
+echo "TODO left: $count"
+find . -name '*.pyc' -delete
+rm -rf build/tmp
+ls -la build/ && du -sh build
+"""
+
+_MAINTAINER = ("preinst", "postinst", "prerm", "postrm")
+
+
+def corpus(limit: int | None) -> list[str]:
+    """The machine's shell scripts that `bash -n` accepts (the first `limit`, sorted by path)."""
+    paths: set[Path] = set()
+    info = Path("/var/lib/dpkg/info")
+    if info.is_dir():
+        for suffix in _MAINTAINER:
+            paths.update(info.glob(f"*.{suffix}"))
+    usr_bin = Path("/usr/bin")
+    for path in usr_bin.iterdir() if usr_bin.is_dir() else ():
+        try:
+            with path.open("rb") as file:
+                head = file.readline(256)
+        except OSError:
+            continue
+        words = head[2:].split() if head.startswith(b"#!") else []
+        program = os.path.basename(words[0]) if words else b""
+        if program == b"env" and len(words) > 1:
+            program = words[1]
+        if program in (b"sh", b"bash", b"dash"):
+            paths.add(path)
+    scripts: list[str] = []
+    for path in sorted(paths):
+        if limit is not None and len(scripts) >= limit:
+            break
+        checked = subprocess.run(["bash", "-n", str(path)], capture_output=True, check=False)
+        if checked.returncode == 0:
+            scripts.append(path.read_text(encoding="utf-8", errors="surrogateescape"))
+    return scripts
+
+
+Parse = Callable[[str], Sequence[object]]
+
+
+def judged(parse: Parse, script: str) -> tuple[float, bool]:
+    """Seconds to parse and judge `script` as DangerousCommands does; whether it was unreadable."""
+    started = time.perf_counter()
+    try:
+        commands = parse(script)
+    except now.ShellParseError:
+        return time.perf_counter() - started, True
+    _Judge(frozenset(), True, "/root", None).commands(commands)  # type: ignore[arg-type]
+    return time.perf_counter() - started, False
+
+
+def parse_and_judge(scripts: Sequence[str], rounds: int) -> tuple[list[list[object]], bool]:
+    """Per-script parse-and-judge times of each parser, taking turns script by script.
+
+    Besides every script, the rows `both read` sum only the scripts neither
+    parser refused: bashlex gives up on most real scripts early, and time to
+    a refusal is not time to a judgement.
+    """
+    sides: dict[str, Parse] = {"tree-sitter-bash (now)": now.parse_script}
+    if before.AVAILABLE:
+        sides["bashlex (before)"] = before.parse_script
+    rows: list[list[object]] = []
+    met = True
+    for label, batch in (("corpus", scripts), ("20-line agent script", [AGENT_SCRIPT])):
+        repeat = rounds if label == "corpus" else rounds * 20
+        per_script: dict[str, list[float]] = {name: [] for name in sides}
+        unreadable: dict[str, list[bool]] = {name: [] for name in sides}
+        for index, script in enumerate(batch):
+            times: dict[str, list[float]] = {name: [] for name in sides}
+            refused = dict.fromkeys(sides, False)
+            for turn in range(repeat):
+                for name in h.rotated(list(sides), index + turn):
+                    seconds, failed = judged(sides[name], script)
+                    times[name].append(seconds)
+                    refused[name] = failed
+            for name in sides:
+                per_script[name].append(h.Stats(times[name]).median)
+                unreadable[name].append(refused[name])
+        both = [i for i in range(len(batch)) if not any(unreadable[n][i] for n in sides)]
+        totals: dict[str, float] = {}
+        for name, values in per_script.items():
+            stats = h.Stats(values)
+            total = sum(values)
+            common = sum(values[i] for i in both)
+            totals[name] = common
+            rows.append(
+                [
+                    f"{label}: {name}",
+                    len(values),
+                    f"{stats.median * 1e3:.2f}",
+                    f"{total / len(values) * 1e3:.2f}",
+                    f"{total * 1e3:.0f}",
+                    sum(unreadable[name]),
+                    f"{len(both)}: {common * 1e3:.0f}",
+                ]
+            )
+        old = totals.get("bashlex (before)")
+        if old:
+            ratio = totals["tree-sitter-bash (now)"] / old
+            met = met and ratio <= 1.0
+            verdict = h.verdict(ratio <= 1.0)
+            print(
+                f"target: {label}, scripts both read, tree-sitter total <= bashlex: "
+                f"{ratio:.2f}x -> {verdict}"
+            )
+    return rows, met
+
+
 def main(argv: list[str] | None = None) -> int:
     scale = h.per_side(__doc__, argv, quick=24, full=500)
     h.preload()
     stats = measure(scale.count, scale.pick(2, 10))
     report(stats, check_only(scale.pick(50, 2000)))
+    print()
+    if not before.AVAILABLE:
+        print("bashlex is not installed: the parser of before is left out (pip install bashlex)")
+    limit: int | None = 40 if scale.quick else None
+    rows, _ = parse_and_judge(corpus(limit), scale.pick(1, 3))
+    print("Parse and judge per script, no process (ms; refused = unreadable scripts)")
+    headers = ["parser on", "scripts", "median", "mean", "total", "refused", "both read: total"]
+    h.print_table(headers, rows)
     return 0
 
 

@@ -5,8 +5,16 @@ start to reaped exit with both pipes read, back to back (300 per side by
 default), on asyncio. The difference between a sandboxed side's median and the
 bare side's is what the sandbox costs every tool call.
 
-Sides, all in this one process, in rounds whose order rotates so that the
-machine's noise (2 shared cores) falls on every side alike:
+Each batch of a side runs in a fresh interpreter (a worker) that imports the
+package from a given source tree: this checkout, or, for the `@base` sides,
+the code before the system call filter and the Landlock launcher (commit
+`BASELINE`, from `git archive`, unpacked in a temporary folder), so what they
+cost is measured in the same run as the code before them. Without git, or
+where the commit is not in the clone (a shallow one), the `@base` sides are
+left out.
+
+Sides, in rounds whose order rotates so that the machine's noise (2 shared
+cores) falls on every side alike:
 
 - `bare`: `LocalExecutor(workdir)`;
 - `bubblewrap`: `LocalExecutor(workdir, sandbox=Sandbox(backend="bubblewrap"))`:
@@ -16,13 +24,18 @@ machine's noise (2 shared cores) falls on every side alike:
   each executor's first command, which builds it, is timed apart;
 - `bubblewrap + rlimits`: the same with four rlimits, set by the command's
   init before the exec;
-- `landlock`: `Sandbox(backend="landlock")`: the spawn is handed to a thread
-  restricted once, so a command costs one thread hand-off more;
-- `landlock + rlimits`: the same with four rlimits (one `prlimit` exec more).
+- `landlock`: `Sandbox(backend="landlock")`: the command goes to the
+  Landlock launcher, a process of its own, whose init (made ahead, in a
+  Landlock domain of its own, under the system call filter) starts it;
+- `landlock + rlimits`: the same with four rlimits (one `prlimit` exec more);
+- `bare@base`, `bubblewrap@base`, `landlock@base`: the same sides with the
+  code of `BASELINE` (Landlock commands started from a thread of the
+  executor's process, no filter).
 
-A backend this machine cannot give is reported as such and left out.
+Every sandboxed side but `@base` runs with the system call filter (the
+default). A backend this machine cannot give is reported as such and left out.
 
-Targets: bubblewrap adds <= 5 ms at the median; Landlock adds <= 1 ms.
+Targets: bubblewrap adds <= 2.5 ms at the median over bare; Landlock adds <= 1 ms.
 
 `--breakdown` shows what one `bwrap` per command would cost: the one-shot
 command line of the same sandbox (`Sandbox.bubblewrap_argv`) for `true`, run
@@ -33,20 +46,27 @@ group left out in turn, and with `prlimit` in front; in rotating rounds, medians
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 
 import _harness as h
-import anyio
 
-from executor import Command, ExecutorError, LocalExecutor, Sandbox
+from executor import ExecutorError, Sandbox
 from executor._local.sandbox import Backend
 
-TARGETS = {"bubblewrap": 0.005, "landlock": 0.001}
+TARGETS = {"bubblewrap": 0.0025, "landlock": 0.001}
+ROOT = Path(__file__).resolve().parent.parent
+# The code before the system call filter and the out-of-process Landlock launcher.
+BASELINE = "541d7319b1b30216de0418d99bfeac94586ce135"
 Batch = h.Batch
 
 
@@ -60,51 +80,120 @@ def _limited(backend: Backend) -> Sandbox:
     )
 
 
-SIDES: dict[str, Sandbox | None] = {
-    "bare": None,
-    "bubblewrap": Sandbox(backend="bubblewrap"),
-    "bubblewrap + rlimits": _limited("bubblewrap"),
-    "landlock": Sandbox(backend="landlock"),
-    "landlock + rlimits": _limited("landlock"),
+# Each side: the backend (None: bare), whether with the four rlimits, and whether
+# it runs the code of BASELINE.
+SIDES: dict[str, tuple[Backend | None, bool, bool]] = {
+    "bare": (None, False, False),
+    "bubblewrap": ("bubblewrap", False, False),
+    "bubblewrap + rlimits": ("bubblewrap", True, False),
+    "landlock": ("landlock", False, False),
+    "landlock + rlimits": ("landlock", True, False),
+    "bare@base": (None, False, True),
+    "bubblewrap@base": ("bubblewrap", False, True),
+    "landlock@base": ("landlock", False, True),
 }
 
-
-# Per side, each executor's first command: bubblewrap builds its sandbox then.
+# Per side, each batch's first command (each executor's first: a sandbox is built then).
 FIRST: dict[str, list[float]] = {}
 
+# Run by each batch in a fresh interpreter: argv is the source tree, backend
+# ("" for bare), rlimits ("1" or "0"), workdir and count.
+WORKER = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import anyio
+import executor
+from executor import Command, LocalExecutor, Sandbox
+assert executor.__file__.startswith(sys.argv[1]), executor.__file__
+backend, limited, workdir, count = sys.argv[2], sys.argv[3] == "1", sys.argv[4], int(sys.argv[5])
+limits = dict(address_space=4 << 30, cpu_seconds=600, file_size=1 << 30, open_files=1024)
+sandbox = Sandbox(backend=backend, **(limits if limited else {})) if backend else None
+async def main():
+    times = []
+    command = Command.exec(["true"])
+    async with LocalExecutor(workdir, sandbox=sandbox) as ex:
+        started = time.perf_counter()
+        await ex.exec_cmd(command)
+        first = time.perf_counter() - started
+        for _ in range(count):
+            started = time.perf_counter()
+            await ex.exec_cmd(command)
+            times.append(time.perf_counter() - started)
+    return first, times
+first, times = anyio.run(main)
+print("RESULT " + json.dumps({"first": first, "times": times}))
+"""
 
-def _side(name: str, sandbox: Sandbox | None) -> Batch:
+
+def _side(name: str, tree: Path, backend: Backend | None, limited: bool) -> Batch:
     def batch(workdir: str, count: int) -> list[float]:
-        async def main() -> list[float]:
-            times = []
-            command = Command.exec(["true"])
-            async with LocalExecutor(workdir, sandbox=sandbox) as ex:
-                started = time.perf_counter()
-                await ex.exec_cmd(command)
-                FIRST.setdefault(name, []).append(time.perf_counter() - started)
-                for _ in range(count):
-                    started = time.perf_counter()
-                    await ex.exec_cmd(command)
-                    times.append(time.perf_counter() - started)
-            return times
-
-        return anyio.run(main)
+        argv = [str(tree), backend or "", "1" if limited else "0", workdir, str(count)]
+        completed = subprocess.run(
+            [sys.executable, "-c", WORKER, *argv],
+            capture_output=True,
+            timeout=600,
+            check=False,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        )
+        lines = [
+            line for line in completed.stdout.decode().splitlines() if line.startswith("RESULT ")
+        ]
+        if completed.returncode or not lines:
+            raise RuntimeError(f"side {name} failed:\n{completed.stderr.decode(errors='replace')}")
+        result = json.loads(lines[-1][len("RESULT ") :])
+        FIRST.setdefault(name, []).append(result["first"])
+        return list(result["times"])
 
     return batch
 
 
-def available() -> dict[str, Batch]:
+@contextmanager
+def base_tree() -> Iterator[Path | None]:
+    """`BASELINE`'s source tree in a temporary folder, or None without git or the commit."""
+    git = shutil.which("git")
+    if git is None or not (ROOT / ".git").exists():
+        print("@base sides: left out (no git, or not a checkout)")
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-sandbox-base-") as folder:
+        archive = subprocess.run(
+            [git, "-C", str(ROOT), "archive", BASELINE, "executor"],
+            capture_output=True,
+            check=False,
+        )
+        unpacked = (
+            archive.returncode == 0
+            and (
+                subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=False)
+            ).returncode
+            == 0
+        )
+        if not unpacked:
+            print(f"@base sides: left out (git archive failed: {archive.stderr.decode().strip()})")
+            yield None
+            return
+        yield Path(folder)
+
+
+# The sides of a smoke run (--quick): one interpreter start each.
+QUICK = ("bare", "bubblewrap", "landlock", "bare@base", "landlock@base")
+
+
+def available(base: Path | None, *, quick: bool = False) -> dict[str, Batch]:
     """The sides this machine can run; the others are named and skipped."""
     sides = {}
-    for name, sandbox in SIDES.items():
-        if sandbox is not None:
+    for name, (backend, limited, at_base) in SIDES.items():
+        if (at_base and base is None) or (quick and name not in QUICK):
+            continue
+        if backend is not None:
             try:
-                sandbox.choose_backend()
+                Sandbox(backend=backend).choose_backend()
             except ExecutorError as error:
                 first = str(error).splitlines()[1] if "\n" in str(error) else str(error)
                 print(f"{name}: not available here ({first.lstrip('- ')})")
                 continue
-        sides[name] = _side(name, sandbox)
+        tree = base if at_base and base is not None else ROOT
+        sides[name] = _side(name, tree, backend, limited)
     return sides
 
 
@@ -126,15 +215,23 @@ def report(stats: dict[str, h.Stats]) -> None:
     firsts = ", ".join(
         f"{name} {statistics.median(times) * 1000:.1f} ms" for name, times in FIRST.items()
     )
-    print(
-        f"each executor's first command (not in the table; bubblewrap builds its sandbox): {firsts}"
-    )
+    print(f"each executor's first command (not in the table; the sandbox is built): {firsts}")
+    for backend in ("bubblewrap", "landlock"):
+        if backend in stats and f"{backend}@base" in stats and "bare@base" in stats:
+            now = stats[backend].median - bare.median
+            then = stats[f"{backend}@base"].median - stats["bare@base"].median
+            print(
+                f"{backend}: added over bare {now * 1000:.2f} ms now, {then * 1000:.2f} ms at "
+                f"base: this tree's change costs {(now - then) * 1000:+.2f} ms per command "
+                f"({backend} now vs bare@base: "
+                f"{(stats[backend].median - stats['bare@base'].median) * 1000:+.2f} ms)"
+            )
     for backend, target in TARGETS.items():
         if backend not in stats:
             continue
         added = stats[backend].median - bare.median
         print(
-            f"target: {backend} adds <= {target * 1000:.0f} ms at the median: "
+            f"target: {backend} adds <= {target * 1000:.1f} ms at the median: "
             f"{added * 1000:.2f} ms -> {h.verdict(added <= target)}"
         )
 
@@ -240,11 +337,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.breakdown:
         breakdown(args.count or (10 if args.quick else 100))
         return 0
-    count = args.count or (20 if args.quick else 300)
-    rounds = 4 if args.quick else 10
-    warmup = 2 if args.quick else 10
-    h.preload()
-    report(measure(available(), count, rounds, warmup))
+    count = args.count or (10 if args.quick else 300)
+    rounds = 1 if args.quick else 10
+    warmup = 0 if args.quick else 10
+    with base_tree() as base:
+        report(measure(available(base, quick=args.quick), count, rounds, warmup))
     return 0
 
 

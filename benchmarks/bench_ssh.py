@@ -81,15 +81,6 @@ def cli_times(argv: list[str], count: int) -> list[float]:
     return times
 
 
-async def timed(step: Callable[[], Awaitable[object]], count: int) -> list[float]:
-    times = []
-    for _ in range(count):
-        started = time.perf_counter()
-        await step()
-        times.append(time.perf_counter() - started)
-    return times
-
-
 def start_master(server: SshServer, control: Path) -> list[str]:
     """Start a ControlMaster connection; return the ssh command line that uses it."""
     base = cli_base(server)
@@ -109,15 +100,7 @@ async def measure(
 
     base = cli_base(server)
     workdir = server.workdir()
-    ours = SshExecutor(
-        server.host,
-        port=server.port,
-        user=server.user,
-        client_keys=[server.client_key],
-        known_hosts=server.known_hosts,
-        workdir=workdir,
-        max_sessions=128,
-    )
+    ours = server.executor(workdir=workdir, max_sessions=128)
     connection = await asyncssh.connect(
         server.host,
         port=server.port,
@@ -136,10 +119,10 @@ async def measure(
                 "ssh CLI, ControlMaster": lambda n: anyio.to_thread.run_sync(
                     cli_times, [*master, "true"], n
                 ),
-                "asyncssh run": lambda n: timed(lambda: connection.run("true", check=True), n),
-                "ours exec": lambda n: timed(lambda: ours.exec_cmd(exec_true), n),
-                "ours shell": lambda n: timed(lambda: ours.exec_cmd(shell_true), n),
-                "local": lambda n: timed(lambda: local.exec_cmd(shell_true), n),
+                "asyncssh run": lambda n: h.timed(lambda: connection.run("true", check=True), n),
+                "ours exec": lambda n: h.timed(lambda: ours.exec_cmd(exec_true), n),
+                "ours shell": lambda n: h.timed(lambda: ours.exec_cmd(shell_true), n),
+                "local": lambda n: h.timed(lambda: local.exec_cmd(shell_true), n),
             }
             names = list(sides)
             for name in names:
@@ -193,7 +176,7 @@ async def concurrent(ours: SshExecutor, connection: object) -> None:
     figures = {}
     for name, batch in (("asyncssh run", batch_asyncssh), ("ours exec", batch_ours)):
         await batch()  # warm up
-        times = await timed(batch, 3)
+        times = await h.timed(batch, 3)
         figures[name] = min(times)
         rows.append([name, h.fmt_ms(min(times), 1), h.fmt_ms(min(times) / CONCURRENT)])
     print(f"\n{CONCURRENT} concurrent `true` on one connection (best of 3)")

@@ -18,6 +18,55 @@ if TYPE_CHECKING:
 
     # The public names, each where it lives. Type checkers read them here; at run
     # time nothing here is imported (see `_homes`).
+    from executor._adapters.langchain import (
+        InvalidToolArguments as InvalidToolArguments,
+        ToolCallFailed as ToolCallFailed,
+        langchain_tool as langchain_tool,
+        langchain_tools as langchain_tools,
+    )
+    from executor._adapters.openai_agents import (
+        ToolArgumentsRejected as ToolArgumentsRejected,
+        openai_agents_tool as openai_agents_tool,
+        openai_agents_tools as openai_agents_tools,
+    )
+    from executor._adapters.pydantic_ai import (
+        PydanticAIToolset as PydanticAIToolset,
+    )
+    from executor._agents.events import (
+        AgentStreamEvent as AgentStreamEvent,
+        Cancelled as Cancelled,
+        PendingToolCall as PendingToolCall,
+        ToolCallComplete as ToolCallComplete,
+        ToolCallDelta as ToolCallDelta,
+        ToolCallEvents as ToolCallEvents,
+        ToolCallStart as ToolCallStart,
+        ToolExecuted as ToolExecuted,
+    )
+    from executor._builtins.interpreter import (
+        CodeChunk as CodeChunk,
+        CodeInterpreterInput as CodeInterpreterInput,
+        CodeInterpreterTool as CodeInterpreterTool,
+        CodeResult as CodeResult,
+        CodeStream as CodeStream,
+    )
+    from executor._builtins.logformats import (
+        LogFormat as LogFormat,
+        LogLevel as LogLevel,
+    )
+    from executor._builtins.logtail import (
+        LogEntry as LogEntry,
+        LogFilter as LogFilter,
+        LogResult as LogResult,
+        LogTailerInput as LogTailerInput,
+        LogTailerTool as LogTailerTool,
+        StartAt as StartAt,
+    )
+    from executor._builtins.terminal import (
+        TerminalChunk as TerminalChunk,
+        TerminalInput as TerminalInput,
+        TerminalResult as TerminalResult,
+        TerminalTool as TerminalTool,
+    )
     from executor._core.base import (
         LoadedFile as LoadedFile,
         Sink as Sink,
@@ -44,6 +93,11 @@ if TYPE_CHECKING:
         ShellParseError as ShellParseError,
         TimedOut as TimedOut,
     )
+    from executor._core.jobs import (
+        Job as Job,
+        JobState as JobState,
+        JobStatus as JobStatus,
+    )
     from executor._core.output import (
         Chunk as Chunk,
         CommandOutput as CommandOutput,
@@ -56,6 +110,11 @@ if TYPE_CHECKING:
         ProcessSession as ProcessSession,
         SessionChunk as SessionChunk,
         WrappedSession as WrappedSession,
+    )
+    from executor._core.shell import (
+        PersistentShell as PersistentShell,
+        ShellExited as ShellExited,
+        ShellOutput as ShellOutput,
     )
     from executor._core.stdin import (
         Bytes as Bytes,
@@ -71,7 +130,17 @@ if TYPE_CHECKING:
         ScopedExecutor as ScopedExecutor,
         WrappedExecutor as WrappedExecutor,
     )
+    from executor._docker.build import (
+        BuildError as BuildError,
+        BuiltImage as BuiltImage,
+        DockerBuild as DockerBuild,
+        build_image as build_image,
+    )
+    from executor._docker.dockerignore import (
+        DockerIgnore as DockerIgnore,
+    )
     from executor._docker.executor import (
+        ContainerState as ContainerState,
         DockerExecutor as DockerExecutor,
     )
     from executor._journal import (
@@ -88,6 +157,14 @@ if TYPE_CHECKING:
     from executor._local.sandbox import (
         Sandbox as Sandbox,
         SandboxSupport as SandboxSupport,
+    )
+    from executor._mcp.config import (
+        McpConfig as McpConfig,
+        load_mcp_config as load_mcp_config,
+    )
+    from executor._mcp.server import (
+        McpServer as McpServer,
+        elicitation_approver as elicitation_approver,
     )
     from executor._policies.idempotent import (
         Idempotent as Idempotent,
@@ -118,6 +195,12 @@ if TYPE_CHECKING:
         DangerousCommands as DangerousCommands,
         Finding as Finding,
         check_script as check_script,
+    )
+    from executor._ray.executor import (
+        NodeInfo as NodeInfo,
+        RayExecutor as RayExecutor,
+        RayPool as RayPool,
+        RaySession as RaySession,
     )
     from executor._shell.parser import (
         SimpleCommand as SimpleCommand,
@@ -171,6 +254,12 @@ if TYPE_CHECKING:
     from executor._tools.session import (
         StreamingToolSession as StreamingToolSession,
     )
+    from executor._tools.shapes import (
+        SpecShape as SpecShape,
+        gemini_schema as gemini_schema,
+        spec_in_shape as spec_in_shape,
+        strict_json_schema as strict_json_schema,
+    )
     from executor._tools.tool import (
         StreamingTool as StreamingTool,
     )
@@ -181,6 +270,12 @@ if TYPE_CHECKING:
         ToolOutput as ToolOutput,
         ToolOutputKind as ToolOutputKind,
         tool as tool,
+    )
+    from executor._toolset.toolset import (
+        READ_ONLY_TOOLS as READ_ONLY_TOOLS,
+        TOOL_NAMES as TOOL_NAMES,
+        Toolset as Toolset,
+        ToolsetContext as ToolsetContext,
     )
 
 __version__ = "0.1.0"

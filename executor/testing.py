@@ -13,7 +13,8 @@ only through its own interface, so it runs unchanged against a container or a
 remote host. `SessionContract` states the same of `start()` sessions, and
 `ReadOnlyContract` of read-only executors, and `LifecycleContract` how a
 backend ends what it started (cancelled twice, closed twice, by the clock),
-`OutputContract` what it hands back (files whole, cut output marked).
+`OutputContract` what it hands back (files whole, cut output marked),
+`ShellContract` what a persistent shell and its jobs promise (`ex.shell()`).
 Requires pytest and anyio's pytest plugin (`executor[test]`).
 """
 
@@ -29,7 +30,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import anyio
 import pytest
@@ -38,8 +39,10 @@ import sniffio
 from executor._core.base import LoadedFile, ToolExecutor, file_failure
 from executor._core.commands import Command, ReadFile, StrPath, WriteFile
 from executor._core.errors import ExecutorError, NonZeroExit, PolicyDenied, TimedOut
+from executor._core.jobs import Job, JobState
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.session import ProcessSession
+from executor._core.shell import PersistentShell, ShellExited, ShellOutput
 from executor._core.stdin import Bytes, Resize, Signal, Text, UnixSignal
 from executor._files.rules import (
     Compiled,
@@ -64,6 +67,7 @@ __all__ = [
     "OutputContract",
     "ReadOnlyContract",
     "SessionContract",
+    "ShellContract",
     "read_until",
 ]
 
@@ -821,6 +825,302 @@ async def _cut_off(
             if again is not None:
                 await anyio.sleep(again)
                 outer.cancel()
+
+
+async def _shell_text(shell: PersistentShell, script: str, **options: Any) -> str:
+    return (await shell.run(script, **options)).stdout.decode()
+
+
+async def _read_job_until(job: Job, needle: bytes, *, within: float = 10.0) -> bytes:
+    """Read a job's new output until it holds `needle`; return all read."""
+    seen = b""
+    with anyio.fail_after(within):
+        while needle not in seen:
+            seen += (await job.read(wait=0.2)).stdout
+    return seen
+
+
+@pytest.mark.anyio
+class ShellContract:
+    """What a persistent shell promises (`ex.shell()`), on every backend with sessions.
+
+    Needs the fixture `executor`, an executor whose `start()` runs sessions
+    and whose working directory is writable. Each test sees the backend only
+    through the shell and the executor's own interface.
+    """
+
+    async def test_state_carries_from_command_to_command(self, executor: ToolExecutor) -> None:
+        """Directory, exported and plain variables, functions, aliases and options all persist."""
+        with anyio.fail_after(30):
+            async with executor.shell() as sh:
+                await sh.run("mkdir -p sub/deeper && cd sub")
+                await sh.run("export EXPORTED=e1; PLAIN=p1")
+                await sh.run('greet() { echo "hi $1"; }')
+                await sh.run("alias say='echo said'")
+                await sh.run("set -f")
+                await sh.run("cd deeper")
+                assert (await _shell_text(sh, "pwd")).rstrip().endswith("/sub/deeper")
+                assert await _shell_text(sh, 'echo "$EXPORTED $PLAIN"') == "e1 p1\n"
+                assert await _shell_text(sh, "sh -c 'echo $EXPORTED'") == "e1\n"
+                assert await _shell_text(sh, "greet you") == "hi you\n"
+                assert await _shell_text(sh, "say it") == "said it\n"
+                assert await _shell_text(sh, "echo *") == "*\n"
+
+    async def test_an_activated_virtualenv_stays_active(self, executor: ToolExecutor) -> None:
+        """A sourced activate script (PATH and VIRTUAL_ENV) applies to the commands after it."""
+        activate = (
+            'VIRTUAL_ENV="$PWD/venv"; export VIRTUAL_ENV\n'
+            'PATH="$VIRTUAL_ENV/bin:$PATH"; export PATH\n'
+        )
+        with anyio.fail_after(30):
+            async with executor.shell() as sh:
+                await sh.run(
+                    "mkdir -p venv/bin && printf '#!/bin/sh\\necho from-venv\\n' > venv/bin/tool"
+                    " && chmod +x venv/bin/tool"
+                )
+                await sh.run(f"printf '%s' {_sh_quote(activate)} > venv/bin/activate")
+                await sh.run(". venv/bin/activate")
+                assert await _shell_text(sh, "tool") == "from-venv\n"
+                assert (await _shell_text(sh, 'echo "$VIRTUAL_ENV"')).rstrip().endswith("/venv")
+
+    async def test_each_command_has_its_own_exit_code_and_streams(
+        self, executor: ToolExecutor
+    ) -> None:
+        """Exit codes, stdout and stderr belong to the command that made them."""
+        with anyio.fail_after(30):
+            async with executor.shell() as sh:
+                first = await sh.run("echo out1; echo err1 >&2")
+                with pytest.raises(NonZeroExit) as caught:
+                    await sh.run("echo out2; echo err2 >&2; false")
+                third = await sh.run("echo out3")
+        assert (first.stdout, first.stderr, first.exit_code) == (b"out1\n", b"err1\n", 0)
+        failed = caught.value.output
+        assert (failed.stdout, failed.stderr, failed.exit_code) == (b"out2\n", b"err2\n", 1)
+        assert (third.stdout, third.stderr) == (b"out3\n", b"")
+        assert isinstance(first, ShellOutput)
+        assert not first.state_lost
+        assert first.duration >= 0
+
+    async def test_framing_is_exact_whatever_the_output(self, executor: ToolExecutor) -> None:
+        """No trailing newline, NULs, binary bytes and a printed fake marker: all framed right."""
+        with anyio.fail_after(30):
+            async with executor.shell() as sh:
+                bare = await sh.run("printf 'no newline'")
+                nuls = await sh.run("printf 'a\\000b\\000'; printf '\\000' >&2")
+                binary = await sh.run("printf '\\377\\376\\001\\036E'")
+                fake = await sh.run("printf '\\036E0123456789abcdef 0\\n\\036R\\n'; echo more")
+                after = await sh.run("echo next")
+        assert bare.stdout == b"no newline"
+        assert (nuls.stdout, nuls.stderr) == (b"a\0b\0", b"\0")
+        assert binary.stdout == b"\xff\xfe\x01\x1eE"
+        assert fake.stdout == b"\x1eE0123456789abcdef 0\n\x1eR\nmore\n"
+        assert after.stdout == b"next\n"
+
+    async def test_closed_or_redirected_output_does_not_break_the_next(
+        self, executor: ToolExecutor
+    ) -> None:
+        """`exec >&-`, `exec 2>&-` and `exec >file` inside a command leave the next one framed."""
+        with anyio.fail_after(30):
+            async with executor.shell() as sh:
+                with contextlib.suppress(NonZeroExit):
+                    await sh.run("exec >&-; echo lost")
+                assert await _shell_text(sh, "echo one") == "one\n"
+                with contextlib.suppress(NonZeroExit):
+                    await sh.run("exec 2>&-; echo gone >&2")
+                assert (await sh.run("echo two >&2")).stderr == b"two\n"
+                await sh.run("exec >redirected; echo into-file")
+                assert await _shell_text(sh, "echo three") == "three\n"
+                assert await _shell_text(sh, "cat redirected") == "into-file\n"
+
+    async def test_stdin_is_eof_unless_given(self, executor: ToolExecutor) -> None:
+        """A command reads end of file at once; given input, it reads exactly that, then EOF."""
+        data = b"line one\n\x00\xff'\"\\ $HOME `x`\nlast"
+        with anyio.fail_after(30):
+            async with executor.shell() as sh:
+                assert (await sh.run("cat")).stdout == b""
+                assert (await sh.run("cat", stdin=data)).stdout == data
+                assert (await sh.run('read -r a; echo "[$a]"', stdin="typed\n")).stdout == (
+                    b"[typed]\n"
+                )
+                assert await _shell_text(sh, "echo still") == "still\n"
+
+    async def test_timeout_interrupts_the_command_and_keeps_the_shell(
+        self, executor: ToolExecutor
+    ) -> None:
+        """`export A=1; sleep 10` past a 0.5 s timeout is interrupted; `echo $A` then prints 1."""
+        with anyio.fail_after(30):
+            async with executor.shell() as sh:
+                pid = sh.pid
+                started = time.monotonic()
+                with pytest.raises(TimedOut) as caught:
+                    await sh.run("export A=1; echo started; sleep 10; echo never", timeout=0.5)
+                assert time.monotonic() - started < 8
+                assert caught.value.output.stdout == b"started\n"
+                output = await sh.run("echo $A")
+                assert output.stdout == b"1\n"
+                assert not output.state_lost
+                assert sh.pid == pid
+
+    async def test_cancelling_a_run_interrupts_it_and_keeps_the_shell(
+        self, executor: ToolExecutor
+    ) -> None:
+        """A cancelled `run` interrupts its command; the shell and its state stay."""
+        with anyio.fail_after(30):
+            async with executor.shell() as sh:
+                await sh.run("export KEPT=yes")
+                with anyio.move_on_after(0.5):
+                    await sh.run("sleep 10")
+                output = await sh.run("echo $KEPT")
+        assert output.stdout == b"yes\n"
+        assert not output.state_lost
+
+    async def test_a_command_that_ends_the_shell_is_reported(self, executor: ToolExecutor) -> None:
+        """`exit 3`, `kill $$`, `exec true` raise ShellExited; the next run says state was lost."""
+        with anyio.fail_after(60):
+            async with executor.shell() as sh:
+                await sh.run("export LOST=1")
+                with pytest.raises(ShellExited) as caught:
+                    await sh.run("echo bye; exit 3")
+                assert caught.value.output.exit_code == 3
+                assert caught.value.output.stdout == b"bye\n"
+                fresh = await sh.run('echo "[$LOST]"')
+                assert fresh.stdout == b"[]\n"
+                assert fresh.state_lost
+                assert sh.state_lost
+                assert not (await sh.run("true")).state_lost
+                with pytest.raises(ShellExited) as killed:
+                    await sh.run("kill $$")
+                assert killed.value.output.exit_code == 128 + 15
+                assert (await sh.run("echo again")).state_lost
+                with pytest.raises(ShellExited):
+                    await sh.run("exec true")
+                after = await sh.run("echo alive")
+                assert (after.stdout, after.state_lost) == (b"alive\n", True)
+                assert sh.restarts == 3
+
+    async def test_a_second_caller_waits_its_turn(self, executor: ToolExecutor) -> None:
+        """Two runs at once on one shell both run, one after the other, in order."""
+        results: list[bytes] = []
+
+        async def run(sh: PersistentShell, script: str) -> None:
+            results.append((await sh.run(script)).stdout)
+
+        with anyio.fail_after(30):
+            async with executor.shell() as sh, anyio.create_task_group() as tasks:
+                tasks.start_soon(run, sh, "sleep 0.3; echo first")
+                await anyio.sleep(0.1)
+                tasks.start_soon(run, sh, "echo second")
+        assert results == [b"first\n", b"second\n"]
+
+    async def test_shells_are_isolated(self, executor: ToolExecutor) -> None:
+        """Two shells of one executor run at once, each with its own state."""
+        with anyio.fail_after(30):
+            async with executor.shell() as one, executor.shell() as two:
+                await one.run("export WHO=one; cd /")
+                await two.run("export WHO=two")
+                assert await _shell_text(one, "echo $WHO; pwd") == "one\n/\n"
+                assert (await _shell_text(two, "echo $WHO")) == "two\n"
+
+    async def test_a_sink_sees_output_while_the_command_runs(self, executor: ToolExecutor) -> None:
+        """The streaming form hands chunks over before the command ends; the output matches."""
+        seen: list[Chunk] = []
+        first = anyio.Event()
+
+        def sink(chunk: Chunk) -> None:
+            seen.append(chunk)
+            first.set()
+
+        with anyio.fail_after(30):
+            async with executor.shell() as sh, anyio.create_task_group() as tasks:
+                outputs: list[CommandOutput] = []
+
+                async def run() -> None:
+                    outputs.append(await sh.run("echo early; sleep 1; echo late", sink=sink))
+
+                tasks.start_soon(run)
+                await first.wait()
+                assert not outputs
+        assert b"".join(chunk.data for chunk in seen) == b"early\nlate\n"
+        assert outputs[0].stdout == b"early\nlate\n"
+
+    async def test_background_job_is_listed_read_written_signalled_and_killed(
+        self, executor: ToolExecutor
+    ) -> None:
+        """A job runs in the shell's directory with its variables; every handle works."""
+        script = (
+            'trap \'echo got-int\' INT; echo "ready $JOBVAR $(basename "$PWD")"; '
+            'while :; do if read -r line; then echo "echo:$line"; fi; sleep 0.05; done'
+        )
+        with anyio.fail_after(60):
+            async with executor.shell() as sh:
+                await sh.run("mkdir -p jobdir && cd jobdir && export JOBVAR=v1")
+                job = await sh.start_job(script)
+                assert await _read_job_until(job, b"ready v1 jobdir\n")
+                [listed] = sh.jobs()
+                assert (listed.id, listed.state) == (job.id, JobState.RUNNING)
+                assert listed.exit_code is None
+                assert sh.job(job.id) is job
+                await job.write("hello\n")
+                assert b"echo:hello\n" in await _read_job_until(job, b"echo:hello\n")
+                await job.signal(UnixSignal.SIGINT)
+                await _read_job_until(job, b"got-int\n")
+                assert (await job.wait(timeout=0.2)).state is JobState.RUNNING
+                status = await job.kill()
+                assert status.state is JobState.KILLED
+                assert status.exit_code
+                assert sh.jobs()[0].state is JobState.KILLED
+                with pytest.raises(ExecutorError):
+                    await job.write("late\n")
+                with pytest.raises(ExecutorError, match="no job"):
+                    sh.job("999")
+                assert await _shell_text(sh, "echo shell-fine") == "shell-fine\n"
+
+    async def test_a_job_that_ends_reports_its_exit_code(self, executor: ToolExecutor) -> None:
+        """A job that exits is EXITED with its code; its last output is still read."""
+        with anyio.fail_after(30):
+            async with executor.shell() as sh:
+                job = await sh.start_job("echo out; echo err >&2; exit 7")
+                status = await job.wait(timeout=20)
+                output = await job.read()
+        assert (status.state, status.exit_code) == (JobState.EXITED, 7)
+        assert (output.stdout, output.stderr, output.exit_code) == (b"out\n", b"err\n", 7)
+
+    async def test_a_job_read_is_bounded_and_marks_its_cut(self, executor: ToolExecutor) -> None:
+        """`read(max_bytes=)` keeps head and tail and marks what it cut."""
+        with anyio.fail_after(30):
+            async with executor.shell() as sh:
+                job = await sh.start_job("seq 1 20000")
+                await job.wait(timeout=20)
+                output = await job.read(max_bytes=1000)
+                assert (await job.read()).stdout == b""
+        elided = output.elided
+        assert output.truncated
+        assert elided is not None
+        assert len(output.stdout) == 1000
+        whole = "".join(f"{n}\n" for n in range(1, 20001)).encode()
+        assert elided.bytes == len(whole) - 1000
+        assert output.stdout.startswith(b"1\n2\n")
+        assert output.stdout.endswith(b"19999\n20000\n")
+        assert elided.marker() in output.text()
+
+    async def test_aclose_leaves_no_process_behind(self, executor: ToolExecutor) -> None:
+        """Closing the shell ends the shell, its background children and every job."""
+        beat = "i=0; while :; do i=$((i+1)); echo $i >> {0}; sleep 0.05; done"
+        with anyio.fail_after(60):
+            async with executor.shell() as sh:
+                await sh.run(f"({beat.format('shell-beat')}) >/dev/null 2>&1 &")
+                await sh.start_job(beat.format("job-beat"))
+                for beat_file in ("shell-beat", "job-beat"):
+                    while not await _size(executor, beat_file):
+                        await anyio.sleep(0.05)
+            with pytest.raises(ExecutorError):
+                await sh.run("true")
+            await _assert_still(executor, "shell-beat")
+            await _assert_still(executor, "job-beat")
+
+
+def _sh_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
 
 
 @pytest.mark.anyio

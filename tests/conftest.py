@@ -12,6 +12,7 @@ import pytest
 # rewriting its asserts makes its failures say what differed.
 pytest.register_assert_rewrite("executor.testing")
 
+from ray_cluster import LOOPBACK_ENV, RayCluster  # noqa: E402
 from ssh_server import SshServer, start_server  # noqa: E402
 
 from executor import ExecutorError, LocalExecutor, Sandbox  # noqa: E402
@@ -66,14 +67,39 @@ def ssh_server() -> Iterator[SshServer]:
     server.stop()
 
 
-def require_sandbox() -> None:
-    """Skip without an OS sandbox on this machine; fail instead under EXECUTOR_REQUIRE_SANDBOX."""
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    """A Ray cluster on 127.0.0.1 for the whole run (`ray_cluster.py`), stopped at the end.
+
+    Without Ray the tests that need it skip, or fail under
+    `EXECUTOR_REQUIRE_RAY=1` (CI).
+    """
+    # This process, too, then speaks to the cluster on 127.0.0.1 only.
+    os.environ.update(LOOPBACK_ENV)
     try:
-        Sandbox().choose_backend()
+        import ray  # noqa: F401
+    except ImportError as error:
+        if os.environ.get("EXECUTOR_REQUIRE_RAY") == "1":
+            pytest.fail(f"EXECUTOR_REQUIRE_RAY=1, but Ray is not installed: {error}")
+        pytest.skip("Ray is not installed (pip install -e '.[ray]')")
+    cluster = RayCluster()
+    yield cluster
+    cluster.stop()
+
+
+def require_sandbox(sandbox: Sandbox | None = None) -> Sandbox:
+    """`sandbox` (by default any backend) once it can run on this machine.
+
+    Skips without it; fails instead under EXECUTOR_REQUIRE_SANDBOX.
+    """
+    sandbox = Sandbox() if sandbox is None else sandbox
+    try:
+        sandbox.choose_backend()
     except ExecutorError as error:
         if os.environ.get("EXECUTOR_REQUIRE_SANDBOX", "") not in ("", "0"):
             pytest.fail(f"EXECUTOR_REQUIRE_SANDBOX is set, but: {error}")
         pytest.skip(str(error))
+    return sandbox
 
 
 @pytest.fixture

@@ -10,10 +10,12 @@ missing engine or image fails the tests instead of skipping them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 
 import anyio
 import pytest
@@ -117,3 +119,18 @@ def start_labelled_container(image: str) -> str:
         "-c",
         "while :; do sleep 3600; done",
     ).strip()
+
+
+@contextlib.contextmanager
+def labelled_container(image: str) -> Iterator[str]:
+    """An idle container of `image` (see `start_labelled_container`) for the block; its id.
+
+    Skips (or fails, under EXECUTOR_REQUIRE_DOCKER) without an engine, and removes
+    the container after the block: the body of a module-scoped fixture.
+    """
+    require_engine()
+    container = start_labelled_container(image)
+    try:
+        yield container
+    finally:
+        docker("rm", "-f", container, check=False)

@@ -22,8 +22,12 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+if TYPE_CHECKING:
+    from executor import SshExecutor
 
 __all__ = ["SSHD", "TEST_USER", "SshServer", "start_server"]
 
@@ -54,6 +58,23 @@ class SshServer:
         info = pwd.getpwnam(self.user)
         os.chown(path, info.pw_uid, info.pw_gid)
         return str(path)
+
+    def executor(self, *, workdir: str | None = None, **options: Any) -> SshExecutor:
+        """An SshExecutor that logs in to this server, in `workdir` (by default a new `workdir()`).
+
+        `options` go to `SshExecutor` as they are (`kill_grace=`, `login=`, ...).
+        """
+        from executor import SshExecutor
+
+        return SshExecutor(
+            self.host,
+            port=self.port,
+            user=self.user,
+            client_keys=[self.client_key],
+            known_hosts=self.known_hosts,
+            workdir=self.workdir() if workdir is None else workdir,
+            **options,
+        )
 
     def log(self) -> str:
         """What sshd wrote to its log so far."""

@@ -25,9 +25,9 @@ from docker_engine import (
     container_processes,
     docker,
     inspect,
+    labelled_container,
     our_containers,
     require_engine,
-    start_labelled_container,
 )
 
 from executor import (
@@ -63,10 +63,8 @@ def _engine_and_no_container_left() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def shared_container() -> Iterator[str]:
     """One container of the Python image for the contract tests, labelled as ours."""
-    require_engine()
-    container = start_labelled_container(PYTHON_IMAGE)
-    yield container
-    docker("rm", "-f", container, check=False)
+    with labelled_container(PYTHON_IMAGE) as container:
+        yield container
 
 
 class DockerFixtures:

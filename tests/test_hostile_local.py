@@ -634,12 +634,6 @@ async def test_zombie_grandchildren_do_not_stall_kill(ex: LocalExecutor) -> None
     assert time.monotonic() - started < 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="aclose() finds processes only by the EXECUTOR_PROCESS_TREE tag "
-    "(kill_tree(prefix=True), no group, no subreaper/cgroup): a background job "
-    "started with `env -u EXECUTOR_PROCESS_TREE` (or `env -i`) survives aclose()",
-)
 async def test_untagged_background_job_dies_at_aclose(tmp_path: Path) -> None:
     """A background job that dropped the tag from its environment still dies at aclose()."""
     ex = LocalExecutor(tmp_path, kill_grace=0.2)
@@ -662,12 +656,6 @@ async def test_untagged_background_job_dies_at_aclose(tmp_path: Path) -> None:
             kill_if_ours(pid, b"sleep\x0031")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kill_tree finds a tree by tag, group/session and parent links only: a "
-    "daemon that drops the tag, calls setsid and is re-parented to init escapes the "
-    "timeout kill and aclose (DESIGN asks for a subreaper or cgroup for these)",
-)
 async def test_untagged_daemon_dies_on_timeout(tmp_path: Path) -> None:
     """A double-forked, setsid daemon without the tag dies when its command times out."""
     script = (

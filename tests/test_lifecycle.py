@@ -17,21 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import require_sandbox
 from docker_engine import (
     BUSYBOX_IMAGE,
     PYTHON_IMAGE,
-    docker,
+    labelled_container,
     require_engine,
-    start_labelled_container,
 )
 from ssh_server import SshServer
 
 from executor import (
     DockerExecutor,
-    ExecutorError,
     LocalExecutor,
     Sandbox,
-    SshExecutor,
     ToolExecutor,
 )
 from executor.testing import ExecutorFactory, LifecycleContract, OutputContract
@@ -52,13 +50,7 @@ def _sandboxed(backend: str, workdir: Path) -> ExecutorFactory:
     # The interpreter may live under the home folder (pyenv), which a sandbox hides.
     readable = (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)))
     sandbox = Sandbox(backend=backend, readable=tuple(dict.fromkeys(readable)))  # type: ignore[arg-type]
-    try:
-        sandbox.choose_backend()
-    except ExecutorError as error:
-        if os.environ.get("EXECUTOR_REQUIRE_SANDBOX", "") not in ("", "0"):
-            pytest.fail(f"EXECUTOR_REQUIRE_SANDBOX is set, but: {error}")
-        pytest.skip(str(error))
-    return partial(LocalExecutor, workdir, sandbox=sandbox)
+    return partial(LocalExecutor, workdir, sandbox=require_sandbox(sandbox))
 
 
 class TestBubblewrapLifecycle(LifecycleContract, OutputContract):
@@ -82,10 +74,8 @@ class TestLandlockLifecycle(LifecycleContract, OutputContract):
 @pytest.fixture(scope="module")
 def python_container() -> Iterator[str]:
     """One container of the Python image (so the in-container helper runs), labelled as ours."""
-    require_engine()
-    container = start_labelled_container(PYTHON_IMAGE)
-    yield container
-    docker("rm", "-f", container, check=False)
+    with labelled_container(PYTHON_IMAGE) as container:
+        yield container
 
 
 class TestDockerHelperLifecycle(LifecycleContract, OutputContract):
@@ -122,14 +112,6 @@ class TestSshLifecycle(LifecycleContract, OutputContract):
         workdir = ssh_server.workdir()
 
         def make(**options: Any) -> ToolExecutor:
-            return SshExecutor(
-                ssh_server.host,
-                port=ssh_server.port,
-                user=ssh_server.user,
-                client_keys=[ssh_server.client_key],
-                known_hosts=ssh_server.known_hosts,
-                workdir=workdir,
-                **options,
-            )
+            return ssh_server.executor(workdir=workdir, **options)
 
         return make

@@ -7,6 +7,7 @@ no Landlock); with `EXECUTOR_REQUIRE_SANDBOX=1` (set by CI) they fail instead.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import os
 import shutil
@@ -513,11 +514,15 @@ async def test_a_dead_server_is_replaced(tmp_path: Path) -> None:
 
 def sandbox_servers() -> list[int]:
     """Live sandbox servers started by this process."""
-    return [
-        child.pid
-        for child in psutil.Process().children()
-        if "_local/sandbox_server.py" in " ".join(child.cmdline()) and alive(child.pid)
-    ]
+    found = []
+    for child in psutil.Process().children():
+        try:
+            cmdline = " ".join(child.cmdline())
+        except psutil.Error:
+            continue  # gone, or a zombie: no server
+        if "_local/sandbox_server.py" in cmdline and alive(child.pid):
+            found.append(child.pid)
+    return found
 
 
 async def test_sandbox_is_built_once_and_ends_with_the_executor(tmp_path: Path) -> None:
@@ -833,3 +838,168 @@ def processes_with(token: str) -> list[int]:
         if needle in cmdline and alive(int(name)):
             found.append(int(name))
     return found
+
+
+# --- the system call filter, the launcher, and what the probe reports -------------
+
+# Each denied call, with arguments that do nothing even where it is allowed.
+_DENIED_CALLS = {
+    "keyctl": (0, -3, 0),
+    "add_key": (0, 0, 0, 0, -3),
+    "request_key": (0, 0, 0, 0),
+    "bpf": (-1, 0, 0),
+    "perf_event_open": (0, 0, -1, -1, 0),
+    "userfaultfd": (0,),
+    "kexec_load": (0, 0, 0, 0),
+    "init_module": (0, 0, 0),
+    "finit_module": (-1, 0, 0),
+    "delete_module": (0, 0),
+    "mount": (0, 0, 0, 0, 0),
+    "umount2": (0, 0),
+    "pivot_root": (0, 0),
+    "fsopen": (0, 0),
+    "open_by_handle_at": (-1, 0, 0),
+    "unshare": (0x10000000,),  # CLONE_NEWUSER
+}
+
+
+async def test_the_filter_denies_with_eperm(tmp_path: Path, backend: str) -> None:
+    """Each call the filter denies fails with EPERM; clone3 says ENOSYS; TIOCSTI is refused."""
+    from executor._local import seccomp
+
+    if not seccomp.supported():
+        pytest.skip("no seccomp filter on this machine")
+    calls = {name: (seccomp.SYSCALLS[name], args) for name, args in _DENIED_CALLS.items()}
+    calls["clone3"] = (seccomp.SYSCALLS["clone3"], (0, 0))
+    (tmp_path / "calls.py").write_text(
+        f"""
+import ctypes, fcntl, os, termios
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+for name, (number, args) in {calls!r}.items():
+    result = libc.syscall(*[ctypes.c_long(a) for a in (number, *args)])
+    print(name, ctypes.get_errno() if result < 0 else "allowed")
+master, slave = os.openpty()
+try:
+    fcntl.ioctl(slave, termios.TIOCSTI, b"x")
+    print("TIOCSTI allowed")
+except OSError as error:
+    print("TIOCSTI", error.errno)
+"""
+    )
+    async with sandboxed(tmp_path, backend) as ex:
+        lines = (await output_of(ex, "python3 calls.py")).splitlines()
+    found = dict(line.split(" ", 1) for line in lines)
+    expected = {name: str(errno.EPERM) for name in _DENIED_CALLS}
+    assert found == {**expected, "clone3": str(errno.ENOSYS), "TIOCSTI": str(errno.EPERM)}
+
+
+async def test_sysv_ipc_is_denied_only_without_an_ipc_namespace(
+    tmp_path: Path, backend: str
+) -> None:
+    """A command's own SysV segment works where it has an IPC namespace, and is EPERM where not."""
+    async with sandboxed(tmp_path, backend) as ex:
+        said = await output_of(
+            ex,
+            "python3 -c 'import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+            "print(libc.shmget(0, 4096, 0o1600) >= 0, ctypes.get_errno())'",
+        )
+    namespace = backend == "bubblewrap" or ROOT
+    assert said.split() == (["True", "0"] if namespace else ["False", str(errno.EPERM)])
+
+
+async def test_without_the_filter_nothing_is_filtered(tmp_path: Path, backend: str) -> None:
+    """syscall_filter=False installs no filter; by default one is in force."""
+    status = "grep '^Seccomp:' /proc/self/status"
+    async with sandboxed(tmp_path, backend) as ex:
+        assert (await output_of(ex, status)).split() == ["Seccomp:", "2"]
+    async with sandboxed(tmp_path, backend, syscall_filter=False) as ex:
+        assert (await output_of(ex, status)).split() == ["Seccomp:", "0"]
+
+
+async def test_landlock_commands_start_outside_the_executor(tmp_path: Path) -> None:
+    """Under Landlock a command's parent is an init, below a launcher, below our zygote."""
+    parent_of = "awk '/^PPid:/ {print $2}' /proc/$1/status"
+    script = (
+        f"up() {{ {parent_of}; }}; init=$PPID; launcher=$(up $init); zygote=$(up $launcher); "
+        "echo $init $launcher $zygote $(up $zygote); "
+        "cat /proc/$init/environ >/dev/null 2>&1 && echo readable || echo unreadable"
+    )
+    async with sandboxed(tmp_path, "landlock") as ex:
+        init, launcher, zygote, executor, environ = (await output_of(ex, script)).split()
+    assert os.getpid() not in (int(init), int(launcher), int(zygote))
+    assert int(executor) == os.getpid()
+    assert environ == "unreadable"  # init is not dumpable
+    # The zygote holds nothing of this process: not its environment (which,
+    # as it is not dumpable, only root may read).
+    if ROOT:
+        assert psutil.Process(int(zygote)).environ() == {}
+    else:
+        with pytest.raises(psutil.AccessDenied):
+            psutil.Process(int(zygote)).environ()
+
+
+async def test_concurrent_landlock_commands_do_not_share_a_domain(tmp_path: Path) -> None:
+    """One command cannot ptrace another of the same executor: each has a Landlock domain."""
+    async with sandboxed(tmp_path, "landlock") as ex, anyio.create_task_group() as tasks:
+        tasks.start_soon(output_of, ex, "echo $$ > victim; sleep 2")
+        with anyio.fail_after(10):
+            while not (tmp_path / "victim").exists() or not (tmp_path / "victim").read_text():
+                await anyio.sleep(0.02)
+        victim = int((tmp_path / "victim").read_text())
+        said = await output_of(
+            ex,
+            "python3 -c 'import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+            f"print(libc.ptrace(16, {victim}, 0, 0), ctypes.get_errno())'",
+        )
+        assert said.split() == ["-1", str(errno.EPERM)]
+
+
+def test_probe_reports_the_filter_and_each_protection() -> None:
+    """probe() says whether the filter can be installed, and how each protection holds."""
+    from executor._local import seccomp
+
+    support = Sandbox.probe(refresh=True)
+    assert support.seccomp == seccomp.supported()
+    assert support.keyrings == os.path.exists("/proc/keys")
+    report = str(support)
+    for word in ("system call filter", "keyrings", "TIOCSTI", "named unix sockets"):
+        assert word in report
+    for backend in ("bubblewrap", "bwrap", "landlock"):
+        protections = support.protections(backend)
+        assert set(protections) >= {
+            "system call filter",
+            "executor's memory and environment",
+            "processes left behind",
+            "host keyrings",
+            "host SysV IPC",
+            "host terminals (TIOCSTI, TIOCLINUX)",
+            "named unix sockets",
+        }
+        if support.seccomp:
+            assert not protections["host keyrings"].startswith("missing")
+    off = support.protections("landlock", syscall_filter=False)
+    assert off["system call filter"].startswith("missing")
+    assert off["host terminals (TIOCSTI, TIOCLINUX)"].startswith("missing")
+    with pytest.raises(ValueError, match="backend"):
+        support.protections("docker")
+
+
+def test_a_sandbox_the_filter_cannot_be_given_to_is_refused() -> None:
+    """Without seccomp the sandbox is refused, naming the filter; turned off, it is accepted."""
+    support = attrs.evolve(Sandbox.probe(), seccomp=False)
+    for backend in ("bubblewrap", "landlock"):
+        with pytest.raises(ExecutorError, match="system call filter") as caught:
+            Sandbox(backend=backend).choose_backend(support)
+        assert "syscall_filter=False" in str(caught.value)
+    if Sandbox.probe().bubblewrap_works:
+        assert Sandbox(syscall_filter=False).choose_backend(support) == "bubblewrap"
+
+
+def test_bwrap_is_a_spelling_of_bubblewrap() -> None:
+    """backend="bwrap" is kept as "bubblewrap"; other names are still refused."""
+    assert Sandbox(backend="bwrap").backend == "bubblewrap"
+    assert Sandbox(backend="bwrap") == Sandbox(backend="bubblewrap")
+    assert repr(Sandbox(backend="bwrap")) == "Sandbox(backend='bubblewrap')"
+    with pytest.raises(ValueError, match="bwrap"):
+        Sandbox(backend="bwrap2")  # type: ignore[arg-type]

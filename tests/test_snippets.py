@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import require_sandbox, tagged_processes
 from docker_engine import PYTHON_IMAGE, docker, require_engine
+from ray_cluster import LOOPBACK_ENV, RayCluster
 from ssh_server import SshServer
 
 SNIPPETS = Path(__file__).resolve().parent.parent / "snippets"
@@ -43,20 +44,84 @@ SECTIONS: dict[str, list[str]] = {
     "OS sandbox": ["os_sandbox.py"],
     "SshExecutor": ["ssh_executor.py"],
     "DockerExecutor": ["docker_executor.py"],
+    "Building images": ["docker_build.py"],
+    "Container state and logs": ["docker_state.py"],
+    "RayExecutor": ["ray_executor.py"],
     "Wrappers and policies": ["policies.py", "scoped_executors.py", "custom_read_only_executor.py"],
     "Validated arguments": ["argument_validation.py"],
     "Tools": ["tools.py"],
     "Streaming tools and events": ["streaming_tools.py"],
     "Process sessions": ["process_sessions.py"],
+    "Persistent shells and jobs": ["persistent_shells.py"],
     "Idempotent runs and crash recovery": ["idempotent.py", "journal.py"],
     "Testing your own executor": ["fake_executor.py"],
+    "Framework adapters": ["adapters.py"],
+    "Agent stream events": ["agent_events.py"],
+    "Toolset": ["toolset.py"],
+    "MCP server": ["mcp_server.py"],
+    "Terminal": ["builtin_tools.py"],
+    "Code interpreter": ["builtin_tools.py"],
+    "Log tailer": ["builtin_tools.py"],
 }
 
 # What each service's snippet needs; the others need nothing but this machine.
-SERVICES = {"os_sandbox.py": "sandbox", "ssh_executor.py": "ssh", "docker_executor.py": "docker"}
+SERVICES = {
+    "os_sandbox.py": "sandbox",
+    "ssh_executor.py": "ssh",
+    "docker_executor.py": "docker",
+    "docker_build.py": "docker",
+    "docker_state.py": "docker",
+    "ray_executor.py": "ray",
+}
 
 # Lines (or parts of lines) each snippet must print on stdout.
 EXPECTED: dict[str, list[str]] = {
+    "persistent_shells.py": [
+        "state: ['app', 'test', 'hi', 'agent']",
+        "exit 4: stdout=b'out\\n' stderr=b'err\\n'",
+        "timed out; the shell kept LAST=1",
+        "the shell exited with 3",
+        "next run: [] state_lost=True",
+        "job 1: request: GET /",
+        "job 1: reloading",
+        "jobs: [('1', 'running')]",
+        "killed: killed",
+    ],
+    "builtin_tools.py": [
+        "terminal: hello came back: True",
+        "terminal: exit code 0",
+        'terminal: refused by rule "rm-root"',
+        "python: result: 42 -> ok",
+        "python: NameError: name 'x' is not defined -> failed",
+        "the cell ran past 1 s and was interrupted; the session's state is kept",
+        "python: result: 41 -> ok",
+        "python: stdout: Plot saved!; image/png (b'\\x89PNG'...) -> ok",
+        "python: refused python code: os.system (line 2)",
+        "bash: stdout: 3 in /tmp -> ok",
+        "log tailer: [error] upstream timeout line 2",
+        "log tailer: read 2, matched 1",
+        "log tailer: [error] POST /checkout HTTP/1.1 line 1",
+        "log tailer: read 1, matched 1",
+        "log tailer: new file, 3 lines in one entry",
+    ],
+    "toolset.py": [
+        "edit refused: invalid_arguments invalid argument '= 1': old_text occurs 2 times",
+        "edited app.py: replaced 1 occurrence (line 2)",
+        "     2\ty = 2",
+        "run: kind=failed exit_code=3",
+        "stderr: b'oops\\n'",
+        "search: app.py:2:y = 2",
+        "shell: /tmp test",
+        "through ReadOnly: denied",
+        "read-only subset: read_file, list_files, glob, search",
+    ],
+    "mcp_server.py": [
+        "tools: 17 True",
+        "is_error=True exit_code=5 stderr='no tests\\n'",
+        "progress: 'step 1\\n'",
+        "progress: 'step 2\\n'",
+        'denied: True refused by rule deny "git push": git push origin main',
+    ],
     "local_executor.py": [
         "workdir: True",
         "color=never key=unset",
@@ -154,6 +219,25 @@ EXPECTED: dict[str, list[str]] = {
         "concurrent: ['channel 1', 'channel 2', 'channel 3']",
         "TimedOut after 1.0s: 'started\\n'",
     ],
+    "docker_build.py": [
+        "built in 5 steps, cached: False",
+        "in the container: ['release', 'Dockerfile', 'app.py', 'app', 'ran']",
+        "second executor, cached: True",
+        "BuildError at 'Step 2/3 : RUN echo broken; exit 3': 'broken'",
+    ],
+    "ray_executor.py": [
+        "placed where asked: True",
+        "first chunk before the end: True",
+        "read back: on the node",
+        "TimedOut: command timed out after 0.5 s",
+        "pool of 2 spread over 2 nodes",
+    ],
+    "docker_state.py": [
+        "at the start: running, oom_killed=False",
+        "the hog: command was killed by SIGKILL",
+        "after the hog: running=True, oom_killed=True",
+        "after kill 1: exited, exit code 0",
+    ],
     "docker_executor.py": [
         "python in the container: 3",
         "workdir: /workspace, network interfaces: ['lo']",
@@ -193,6 +277,37 @@ EXPECTED: dict[str, list[str]] = {
         "journal: migrate final, 2 attempt(s)",
         "pruned: 1 of the older finals",
     ],
+    "adapters.py": [
+        "openai strict=True required=['command', 'timeout']",
+        'openai timeout: {"type": ["number", "null"], "description": "Seconds before it is '
+        'stopped. (null for the default, 60)"}',
+        "anthropic: ['description', 'input_schema', 'name']",
+        "mcp: ['description', 'inputSchema', 'name']",
+        'gemini timeout: {"type": "number", "description": "Seconds before it is stopped. '
+        '(default: 60)"}',
+        "pydantic-ai retried: run was not run: invalid argument 'a minute': argument 'timeout': "
+        "expected a number",
+        "pydantic-ai: the tool said: from pydantic-ai",
+        "openai-agents retry: run was not run: invalid argument 'soon'",
+        "openai-agents: from agents",
+        "langchain error: run was not run: invalid argument 'x': argument 'timeout'",
+        "langchain error: run was not run: invalid argument {}: missing required argument",
+        "langchain success: from langchain",
+    ],
+    "agent_events.py": [
+        "event: ToolCallStart(tool_name='run', tool_call_id='call_1')",
+        """event: ToolCallDelta(delta='{"command": "echo hello"}', tool_call_id='call_1')""",
+        "event: ToolExecuted(tool_name='run', tool_call_id='call_1', success=True, error=None",
+        "event: ToolExecuted(tool_name='run', tool_call_id='call_2', success=False, "
+        "error='command exited with code 3\\nno\\n'",
+        "event: ToolCallComplete(tool_name='run', tool_call_id='call_3')",
+        "event: Cancelled(partial_text=None, partial_thinking=None, pending_tools=['run'], "
+        "pending_tool_call_ids=['call_3'])",
+        "call_3 raised ToolCancelled: run (call_3) was cancelled",
+        "bus call_1: PROGRESS PROGRESS PROGRESS PARTIAL COMPLETE",
+        "bus call_2: PROGRESS PROGRESS PROGRESS PARTIAL ERROR",
+        "bus call_3: PROGRESS PROGRESS PROGRESS PARTIAL ERROR",
+    ],
     "fake_executor.py": [
         "tool: app.py, lib/util.py; last commit by Ada",
         "it wrote: b'2 files\\n'",
@@ -210,6 +325,9 @@ def service_environment(name: str, request: pytest.FixtureRequest) -> dict[str, 
         return {"EXECUTOR_DOCKER_IMAGE": PYTHON_IMAGE}
     if service == "sandbox":
         require_sandbox()
+    if service == "ray":
+        cluster: RayCluster = request.getfixturevalue("ray_cluster")
+        return {**LOOPBACK_ENV, "EXECUTOR_RAY_ADDRESS": cluster.address}
     if service == "ssh":
         server: SshServer = request.getfixturevalue("ssh_server")
         return {
@@ -273,7 +391,9 @@ def test_every_readme_section_with_code_has_a_snippet() -> None:
             with_python.add(headings[-1])
     assert set(SECTIONS) <= set(headings), set(SECTIONS) - set(headings)
     assert with_python <= set(SECTIONS), with_python - set(SECTIONS)
-    mapped = [name for names in SECTIONS.values() for name in names]
+    assert all(SECTIONS.values()), [section for section, names in SECTIONS.items() if not names]
+    # A snippet may show several sections (the built-in tools share one).
+    mapped = {name for names in SECTIONS.values() for name in names}
     assert sorted(mapped) == FILES
 
 

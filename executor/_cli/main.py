@@ -26,6 +26,7 @@ import anyio
 from executor._cli.backends import add_backend_flags, check_backend_flags, make_executor
 from executor._cli.docker import add_docker_parser, run_docker_command
 from executor._cli.journal import add_journal_parser, run_journal_command
+from executor._cli.mcp import add_mcp_parser, run_mcp_command
 from executor._cli.run import BROKEN_PIPE, EXECUTOR_FAILED, run_session, say
 from executor._core.commands import Command, Shell
 from executor._core.errors import CommandError, InvalidArgument
@@ -45,6 +46,7 @@ examples:
   python -m executor files src --ext py | head
   python -m executor journal list --state interrupted
   python -m executor docker gc
+  python -m executor mcp --workdir ~/src/app
 
 Each subcommand has --help with examples of its own.
 """
@@ -207,6 +209,7 @@ def _parser() -> argparse.ArgumentParser:
     files.set_defaults(usage=files)
     add_journal_parser(commands)
     add_docker_parser(commands)
+    add_mcp_parser(commands)
     return parser
 
 
@@ -254,6 +257,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_journal_command(args)
     if args.command == "docker":
         return run_docker_command(args)
+    if args.command == "mcp":
+        return run_mcp_command(args)
     parser: argparse.ArgumentParser = args.usage
     problem = check_backend_flags(args)
     if problem is not None:

@@ -15,6 +15,7 @@ import attrs
 
 from executor._core.cleanup import run_to_completion
 from executor._core.commands import (
+    NO_LOGIN_SHELL,
     Command,
     Env,
     Exec,
@@ -40,6 +41,7 @@ from executor._core.resource import AsyncResource
 
 if TYPE_CHECKING:
     from executor._core.session import ProcessSession
+    from executor._core.shell import PersistentShell
     from executor._core.wrappers import ReadOnly, ScopedExecutor
 
 __all__ = [
@@ -171,6 +173,32 @@ class ToolExecutor(AsyncResource):
 
         """
         raise ExecutorError(f"{type(self).__name__} cannot start sessions")
+
+    def shell(
+        self,
+        *,
+        login: bool | None = None,
+        cwd: StrPath | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> PersistentShell:
+        """A persistent shell on this executor, to enter: `async with ex.shell() as sh`.
+
+        Its state (working directory, variables, functions, aliases, options)
+        carries from one `sh.run(...)` to the next; see `PersistentShell`.
+        It runs as a session of this executor (`start`), so an executor
+        without sessions refuses it when it is entered.
+
+        Args:
+            login: Run a login shell, which reads `/etc/profile` and the
+                profile files (`None`: as the executor's `login` option says,
+                where it has one; else not).
+            cwd: Where it starts; relative paths join onto the working directory.
+            env: Variables set in it at its start.
+
+        """
+        from executor._core.shell import PersistentShell
+
+        return PersistentShell(self, login=bool(login), cwd=cwd, env=env)
 
     @abc.abstractmethod
     def stream_files(
@@ -322,6 +350,10 @@ class FileBuffer:
         )
 
 
+# A login-shell command's words where there is no bash (see `process_argv`).
+_NO_BASH = NO_LOGIN_SHELL.encode()
+
+
 @attrs.define(eq=False)
 class CommandRunner(ToolExecutor):
     """A backend that runs commands itself (local, Docker, SSH): one dispatch for them all.
@@ -348,6 +380,7 @@ class CommandRunner(ToolExecutor):
     drain_timeout: float = attrs.field(default=0.1, kw_only=True, validator=non_negative)
     read_limit: int | None = attrs.field(default=None, kw_only=True, validator=_limit)
     spill: str | bool = attrs.field(default=False, kw_only=True, converter=_spill_folder)
+    login: bool = attrs.field(default=False, kw_only=True)
     _closed: bool = attrs.field(init=False, default=False, repr=False)
     _closing: anyio.Event | None = attrs.field(init=False, default=None, repr=False)
 
@@ -372,6 +405,30 @@ class CommandRunner(ToolExecutor):
     @abc.abstractmethod
     async def _shut_down(self) -> None:
         """`aclose()`'s work: end every process, release every resource, once."""
+
+    def shell(
+        self,
+        *,
+        login: bool | None = None,
+        cwd: StrPath | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> PersistentShell:
+        """A persistent shell with this executor's default timeout, kill grace and output cap.
+
+        See `ToolExecutor.shell`; `login=None` follows this executor's `login`.
+        """
+        from executor._core.shell import PersistentShell
+
+        return PersistentShell(
+            self,
+            login=self.login if login is None else login,
+            cwd=cwd,
+            env=env,
+            default_timeout=self.default_timeout,
+            kill_grace=self.kill_grace,
+            output_buffer=self.output_buffer,
+            job_buffer=min(self.output_limit, 1 << 20) if self.output_limit is not None else None,
+        )
 
     def output_buffer(self) -> OutputBuffer:
         """A buffer for one command's output: `output_limit` bytes kept, the rest spilled."""
@@ -409,7 +466,7 @@ class CommandRunner(ToolExecutor):
         self._check_open()
         match cmd:
             case Shell() | Exec():
-                return session_argv(cmd)
+                return session_argv(cmd, login=self.login)
             case _:
                 kind = type(cmd).__name__
                 raise ExecutorError(f"{type(self).__name__} cannot start {kind} sessions")
@@ -437,8 +494,16 @@ class CommandRunner(ToolExecutor):
         self._check_open()
         match cmd:
             case Shell() | Exec():
-                argv, stdin = process_argv(cmd)
-                return await self._process(cmd, argv, stdin, sink)
+                argv, stdin = process_argv(cmd, login=self.login)
+                try:
+                    return await self._process(cmd, argv, stdin, sink)
+                except NonZeroExit as error:
+                    if error.output.exit_code == 127 and _NO_BASH in error.output.stderr:
+                        raise ExecutorError(
+                            f"{cmd!r} asks for a login shell (bash --login), "
+                            f"and {self!r} has no bash"
+                        ) from error
+                    raise
             case ReadFile():
                 return await self._read_file(cmd, sink)
             case WriteFile():

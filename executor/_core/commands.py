@@ -13,13 +13,14 @@ import datetime
 import fnmatch
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Self, TypeAlias
+from typing import Final, Self, TypeAlias
 
 import attrs
 
 from executor._core.errors import ExecutorError, InvalidArgument
 
 __all__ = [
+    "NO_LOGIN_SHELL",
     "Command",
     "Exec",
     "ReadFile",
@@ -160,9 +161,14 @@ class Command:
     stdin: bytes | None = attrs.field(default=None, converter=_stdin)
 
     @staticmethod
-    def shell(script: str) -> Shell:
-        """A script run with `sh -c`, or by the interpreter its `#!` line names."""
-        return Shell(script)
+    def shell(script: str, *, login: bool | None = None) -> Shell:
+        """A script run with `sh -c`, or by the interpreter its `#!` line names.
+
+        `login=True` runs it in a login shell instead, `bash --login -c`, so
+        `/etc/profile` and the profile files apply (`None`: as the executor's
+        `login` option says).
+        """
+        return Shell(script, login=login)
 
     @staticmethod
     def exec(argv: Iterable[str]) -> Exec:
@@ -280,10 +286,14 @@ class Shell(Command):
     """
 
     script: str = attrs.field(converter=_script)
+    login: bool | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         # A bad #! line is the caller's error: say so when the command is built.
-        self.shebang()
+        if self.shebang() is not None and self.login:
+            raise InvalidArgument(
+                self.script.partition("\n")[0], "a #! script names its own interpreter: no login"
+            )
 
     def shebang(self) -> ShebangScript | None:
         """The parsed `#!` line, or `None` for a plain `sh -c` script."""
@@ -319,11 +329,25 @@ class WriteFile(Command):
     content: bytes = attrs.field(converter=_content, repr=lambda c: f"<{len(c)} bytes>")
 
 
-def process_argv(cmd: Shell | Exec) -> tuple[tuple[str, ...], bytes | None]:
+NO_LOGIN_SHELL: Final = "executor: login=True runs the script in bash --login, and there is no bash"
+"""What a login-shell command prints on stderr (exit code 127) where there is no bash."""
+# Runs "$1" in a login bash, or says plainly why it cannot.
+_LOGIN = (
+    "command -v bash >/dev/null 2>&1 || { printf '%s\\n' \"$2\" >&2; exit 127; }; "
+    'exec bash --login -c "$1"'
+)
+
+
+def _login_argv(script: str) -> tuple[str, ...]:
+    return ("/bin/sh", "-c", _LOGIN, "sh", script, NO_LOGIN_SHELL)
+
+
+def process_argv(cmd: Shell | Exec, *, login: bool = False) -> tuple[tuple[str, ...], bytes | None]:
     """The argv that runs `cmd` as a process, and the bytes for its stdin.
 
-    A plain script runs as `/bin/sh -c SCRIPT` with the command's stdin; a `#!`
-    script runs its interpreter with the body as stdin.
+    A plain script runs as `/bin/sh -c SCRIPT` with the command's stdin, or
+    in `bash --login -c SCRIPT` when it asks for a login shell (`cmd.login`,
+    else `login`); a `#!` script runs its interpreter with the body as stdin.
 
     Raises:
         ExecutorError: A `#!` script was given stdin of its own.
@@ -333,6 +357,8 @@ def process_argv(cmd: Shell | Exec) -> tuple[tuple[str, ...], bytes | None]:
         return cmd.argv, cmd.stdin
     shebang = cmd.shebang()
     if shebang is None:
+        if cmd.login if cmd.login is not None else login:
+            return _login_argv(cmd.script), cmd.stdin
         return ("/bin/sh", "-c", cmd.script), cmd.stdin
     if cmd.stdin is not None:
         raise ExecutorError(
@@ -342,7 +368,7 @@ def process_argv(cmd: Shell | Exec) -> tuple[tuple[str, ...], bytes | None]:
     return shebang.argv, shebang.body
 
 
-def session_argv(cmd: Shell | Exec) -> tuple[str, ...]:
+def session_argv(cmd: Shell | Exec, *, login: bool = False) -> tuple[str, ...]:
     """The argv that runs `cmd` as a session, whose stdin stays open to the caller.
 
     Raises:
@@ -355,4 +381,6 @@ def session_argv(cmd: Shell | Exec) -> tuple[str, ...]:
         raise ExecutorError(
             "a #! script is written to its interpreter's stdin, so it cannot run as a session"
         )
+    if cmd.login if cmd.login is not None else login:
+        return _login_argv(cmd.script)
     return ("/bin/sh", "-c", cmd.script)

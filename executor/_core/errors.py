@@ -109,8 +109,8 @@ class ShellParseError(PolicyDenied):
     def __init__(self, reason: str) -> None:
         super().__init__(
             f'refused by rule "unparseable-script": the script could not be parsed ({reason}), '
-            "so no policy can tell what it would run; rewrite it in plainer shell "
-            "(no case, [[ ]], select or coproc)"
+            "so no policy can tell what it would run; check it with `bash -n`, or split it "
+            "into smaller commands"
         )
         self.reason = reason
 

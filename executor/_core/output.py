@@ -90,6 +90,10 @@ class CommandOutput:
             executor's cap on stored output (the head and the tail are kept).
         elided: Where it was left out and how much (`None` when nothing was,
             or when that is not known, as for an output replayed from a journal).
+        memory_peak: The most memory (bytes) the command's whole tree used at
+            once, where the executor ran it in a cgroup with the memory
+            controller (an unsandboxed `LocalExecutor` on a machine that
+            delegates one, or as root); `None` where that is not measured.
 
     """
 
@@ -99,6 +103,9 @@ class CommandOutput:
     duration: float = 0.0
     truncated: bool = False
     elided: Elision | None = None
+    # A measurement of the run, not of what it printed: two outputs of the same
+    # bytes and exit are equal whatever it was (a journal's replay has none).
+    memory_peak: int | None = attrs.field(default=None, eq=False)
 
     @classmethod
     def empty(cls) -> CommandOutput:
@@ -300,7 +307,12 @@ class OutputBuffer:
         return (*self._head, *self._tail)
 
     def output(
-        self, *, exit_code: int | None, signal: int | None = None, duration: float
+        self,
+        *,
+        exit_code: int | None,
+        signal: int | None = None,
+        duration: float,
+        memory_peak: int | None = None,
     ) -> CommandOutput:
         """Freeze what was kept into a `CommandOutput`."""
         return CommandOutput(
@@ -310,4 +322,5 @@ class OutputBuffer:
             duration=duration,
             truncated=self.truncated,
             elided=self.elision(),
+            memory_peak=memory_peak,
         )

@@ -6,7 +6,7 @@ import contextlib
 import contextvars
 import os
 import posixpath
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from executor._core.base import LoadedFile, Sink, ToolExecutor
@@ -16,6 +16,7 @@ from executor._core.output import CommandOutput
 
 if TYPE_CHECKING:
     from executor._core.session import ProcessSession
+    from executor._core.shell import PersistentShell
 
 __all__ = [
     "CheckedExecutor",
@@ -85,6 +86,24 @@ class WrappedExecutor(ToolExecutor):
         """List files through the inner executor."""
         return self.inner.stream_files(path, extensions)
 
+    def shell(
+        self,
+        *,
+        login: bool | None = None,
+        cwd: StrPath | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> PersistentShell:
+        """The inner executor's shell, each `run` and job going through this wrapper.
+
+        Each command goes through a copy of this wrapper whose inner executor
+        is the shell (`PersistentShell.wrap`): a run by `exec_cmd_streaming`
+        (or `exec_cmd`), a job by `start`, so a wrapper's checks and records
+        apply to them as to any command.
+        """
+        shell = self.inner.shell(login=login, cwd=cwd, env=env)
+        shell.wrap(self)
+        return shell
+
     @property
     def enforces_read_only(self) -> bool:
         """Whether the inner executor's OS keeps commands from writing."""
@@ -136,6 +155,21 @@ class ScopedExecutor(CheckedExecutor):
 
     def __repr__(self) -> str:
         return f"ScopedExecutor({self.inner!r}, {self.scope!r})"
+
+    def shell(
+        self,
+        *,
+        login: bool | None = None,
+        cwd: StrPath | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> PersistentShell:
+        """The inner executor's shell, started in the scope (or `cwd` joined onto it).
+
+        The scope is where the shell starts, not where each command runs: a
+        `cd` carries to the next command, as at any shell.
+        """
+        where = self.scope if cwd is None else os.path.join(self.scope, os.fspath(cwd))
+        return self.inner.shell(login=login, cwd=where, env=env)
 
     async def check(self, cmd: Command) -> Command:
         """Return `cmd` with its `current_dir` placed in the scope."""
@@ -190,6 +224,22 @@ class ReadOnly(CheckedExecutor):
         checked = await self.check(cmd)
         with read_only_commands():
             return await self.inner.start(checked, pty=pty)
+
+    def shell(
+        self,
+        *,
+        login: bool | None = None,
+        cwd: StrPath | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> PersistentShell:
+        """The inner executor's shell, started with nothing writable, each command checked.
+
+        On an executor that cannot enforce read-only, every `run` and job is refused.
+        """
+        with read_only_commands():
+            shell = self.inner.shell(login=login, cwd=cwd, env=env)
+        shell.wrap(self)
+        return shell
 
     async def check(self, cmd: Command) -> Command:
         """Return `cmd` if it cannot write; raise `PolicyDenied` if it could."""

@@ -49,13 +49,16 @@ from executor._core.proc import proc_stat
 from executor._core.session import ProcessSession
 from executor._docker import channel as _channel
 from executor._docker.api import Connection, EngineClient, EngineError, _message
+from executor._docker.build import BuiltImage, DockerBuild, build_image
 from executor._docker.channel import Channel
+from executor._docker.dockerignore import DockerIgnore, pack_context
 from executor._files.walk import normalise_extensions, stream_text_files
 
 __all__ = [
     "LABEL_KEEP",
     "LABEL_MANAGED",
     "LABEL_OWNER",
+    "ContainerState",
     "DockerExecutor",
     "DockerSession",
     "collect_garbage",
@@ -71,6 +74,10 @@ LABEL_KEEP: Final = "io.executor.keep"
 # The variable every process of a command inherits: how the kill finds them.
 TREE_VARIABLE: Final = "EXECUTOR_DOCKER_TREE"
 
+# Prints the container's memory cgroup events (cgroup v2, else v1): `oom_kill N`.
+_OOM_COUNT = (
+    "cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control"
+)
 # Keeps the container alive under its init; a TERM ends it at once.
 _KEEPALIVE = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
 # Runs each shell or argv command. It prints its pid (the process group: the
@@ -202,7 +209,9 @@ def _owner_alive(label: str) -> bool | None:
     return os.path.exists(f"/proc/{pid}") and _boot_start_time(pid) == started
 
 
-def _absolute_workdir(value: str) -> str:
+def _absolute_workdir(value: str | None) -> str | None:
+    if value is None:
+        return None
     if not isinstance(value, str) or not value.startswith("/"):
         raise ValueError(f"workdir must be an absolute path inside the container, got {value!r}")
     return posixpath.normpath(value)
@@ -236,15 +245,16 @@ def _memory(value: int | str | None) -> int | None:
 class DockerExecutor(CommandRunner):
     """Runs commands in a Docker container, through the Engine API (`pip install executor[docker]`).
 
-    Give an `image` to start a new container, or `container` (a name or id)
-    to use one that runs already. A new container runs under an init that
-    reaps orphans (`docker run --init`), with network `none` unless told
-    otherwise, the given memory, CPU and pids limits, `user`, and `workdir`
-    (created if missing), and labels that mark it as ours (`LABEL_MANAGED`,
-    and `LABEL_OWNER` naming this process, for `python -m executor docker
-    gc`). It starts at the first command or on `async with`, and
-    `aclose()` removes it (unless `keep=True`). A used container is never
-    removed; `aclose()` kills what our commands left running in it.
+    Give an `image` to start a new container (or `build`, to build its image
+    first), or `container` (a name or id) to use one that runs already. A
+    new container runs under an init that reaps orphans (`docker run
+    --init`), with network `none` unless told otherwise, the given memory,
+    CPU and pids limits, `user`, and `workdir` (created if missing), and
+    labels that mark it as ours (`LABEL_MANAGED`, and `LABEL_OWNER` naming
+    this process, for `python -m executor docker gc`). It starts at the
+    first command or on `async with`, and `aclose()` removes it (unless
+    `keep=True`). A used container is never removed; `aclose()` kills what
+    our commands left running in it.
 
     Shell, argv and `#!` commands run as exec processes. Each runs under a
     small `/bin/sh` wrapper (the image needs one) that reports its process
@@ -272,7 +282,11 @@ class DockerExecutor(CommandRunner):
     Args:
         image: Image for a new container.
         container: Name or id of a running container to use instead.
-        workdir: Where commands start, inside the container.
+        build: An image to build first (`DockerBuild`: a Dockerfile and a
+            context), for the new container, instead of `image`.
+        build_log: Where the build's log goes as it comes, chunk by chunk.
+        workdir: Where commands start, inside the container; `None` takes the
+            image's `WORKDIR` (or the given container's), `/` without one.
         user: User (name or `uid[:gid]`) commands run as; default the image's.
         network: Network mode for a new container.
         memory: Memory limit of a new container, in bytes or like `"512m"`.
@@ -293,6 +307,10 @@ class DockerExecutor(CommandRunner):
         read_limit: Bytes a `read_file` may return; past it the read fails.
         spill: A folder (or `True`: a temporary one) to keep the whole of a
             cut output in, a file per command (`CommandOutput.elided.spill`).
+        login: Run shell scripts in a login shell, `bash --login -c`, so
+            `/etc/profile` and the profile files apply; where the image has no
+            bash, such a command fails with `ExecutorError`. A command's own
+            `Command.shell(..., login=)` wins.
         kill_grace: Seconds between SIGTERM and SIGKILL when a tree is killed.
         drain_timeout: After a command exits, how long to go on reading while a
             background process still holds its output.
@@ -307,7 +325,11 @@ class DockerExecutor(CommandRunner):
 
     image: str | None = None
     container: str | None = attrs.field(default=None, kw_only=True)
-    workdir: str = attrs.field(default="/workspace", kw_only=True, converter=_absolute_workdir)
+    build: DockerBuild | None = attrs.field(default=None, kw_only=True)
+    build_log: Sink | None = attrs.field(default=None, kw_only=True, eq=False, repr=False)
+    workdir: str | None = attrs.field(
+        default="/workspace", kw_only=True, converter=_absolute_workdir
+    )
     user: str | None = attrs.field(default=None, kw_only=True)
     network: str = attrs.field(default="none", kw_only=True)
     memory: int | None = attrs.field(default=None, kw_only=True, converter=_memory)
@@ -331,11 +353,17 @@ class DockerExecutor(CommandRunner):
     _owner_ids: tuple[int, int] | None = attrs.field(init=False, default=None, repr=False)
     _channel: Channel | None = attrs.field(init=False, default=None, repr=False)
     _helper_tried: bool = attrs.field(init=False, default=False, repr=False)
+    _workdir: str = attrs.field(init=False, default="/", repr=False)
+    _built: BuiltImage | None = attrs.field(init=False, default=None, repr=False)
     # Set by the first aclose(): later calls wait for it to be done.
 
     def __attrs_post_init__(self) -> None:
-        if (self.image is None) == (self.container is None):
-            raise ValueError("give either image (a new container) or container (a running one)")
+        if sum(given is not None for given in (self.image, self.container, self.build)) != 1:
+            raise ValueError(
+                "give either image or build (a new container) or container (a running one)"
+            )
+        if self.workdir is not None:
+            self._workdir = self.workdir
         if self.container is not None and (
             self.mount or self.copy_in or self.memory or self.cpus or self.pids_limit
         ):
@@ -348,12 +376,24 @@ class DockerExecutor(CommandRunner):
     def __repr__(self) -> str:
         if self.image is not None:
             return f"DockerExecutor({self.image!r})"
+        if self.build is not None:
+            return f"DockerExecutor(build={self.build.context!r})"
         return f"DockerExecutor(container={self.container!r})"
 
     @property
     def container_id(self) -> str | None:
         """The container's id, once it runs."""
         return self._container_id
+
+    @property
+    def built_image(self) -> BuiltImage | None:
+        """The image `build` made (or found made), once the container runs."""
+        return self._built
+
+    @property
+    def effective_workdir(self) -> str:
+        """Where commands start: `workdir`, or for `None` the image's `WORKDIR` (else `/`)."""
+        return self._workdir
 
     # --- lifecycle -----------------------------------------------------------
 
@@ -383,12 +423,24 @@ class DockerExecutor(CommandRunner):
             if not info["State"]["Running"]:
                 raise ExecutorError(f"container {self.container} is not running")
             container_id = str(info["Id"])
-            if self.workdir != info["Config"].get("WorkingDir"):
+            if self.workdir is None:
+                self._workdir = info["Config"].get("WorkingDir") or "/"
+            elif self.workdir != info["Config"].get("WorkingDir"):
                 # A workdir of our own in a shared container: made if missing.
                 await self._plain_exec(
                     api, container_id, ["mkdir", "-p", "--", self.workdir], user=self.user
                 )
             return container_id
+        image = self.image
+        if self.build is not None:
+            self._built = await build_image(
+                self.build, docker_host=self.docker_host, sink=self.build_log
+            )
+            image = self._built.id
+        if self.workdir is None:
+            found = await api.request_json("GET", f"/images/{_quote(str(image))}/json")
+            # The engine makes a missing WORKDIR when the container starts.
+            self._workdir = (found.get("Config") or {}).get("WorkingDir") or "/"
         host_config: dict[str, Any] = {"Init": True, "NetworkMode": self.network}
         if self.memory is not None:
             host_config["Memory"] = self.memory
@@ -398,12 +450,12 @@ class DockerExecutor(CommandRunner):
             host_config["PidsLimit"] = self.pids_limit
         if self.mount is not None:
             suffix = ":ro" if self.mount_read_only else ""
-            host_config["Binds"] = [f"{self.mount}:{self.workdir}{suffix}"]
+            host_config["Binds"] = [f"{self.mount}:{self._workdir}{suffix}"]
         config: dict[str, Any] = {
-            "Image": self.image,
+            "Image": image,
             "Entrypoint": ["/bin/sh", "-c", _KEEPALIVE],
             "Cmd": [],
-            "WorkingDir": self.workdir,
+            "WorkingDir": self._workdir,
             "Labels": {
                 **self.labels,
                 LABEL_MANAGED: "1",
@@ -423,13 +475,13 @@ class DockerExecutor(CommandRunner):
             await api.request("POST", f"/containers/{container_id}/start")
             if self.user is not None and self.mount is None:
                 # The engine makes a missing workdir as root: hand it to the user.
-                await self._plain_exec(api, container_id, ["chown", self.user, self.workdir])
+                await self._plain_exec(api, container_id, ["chown", self.user, self._workdir])
             if self.copy_in is not None:
                 archive = await anyio.to_thread.run_sync(_tar_folder, self.copy_in)
                 await api.request(
                     "PUT",
                     f"/containers/{container_id}/archive",
-                    query={"path": self.workdir, "copyUIDGID": self.user is not None},
+                    query={"path": self._workdir, "copyUIDGID": self.user is not None},
                     body=archive,
                     content_type="application/x-tar",
                 )
@@ -465,11 +517,72 @@ class DockerExecutor(CommandRunner):
         finally:
             await api.aclose()
 
+    # --- the container ---------------------------------------------------------
+
+    def _named(self) -> str:
+        """The container to ask the engine about: ours once made, else the one given."""
+        if self._container_id is not None:
+            return self._container_id
+        if self.container is not None:
+            return self.container
+        raise ExecutorError("the container is not made yet: run a command or `async with` first")
+
+    async def state(self) -> ContainerState:
+        """The container's state: running, or exited with its code, and whether OOM killed in it.
+
+        Raises:
+            ExecutorError: The container is not made yet, or the engine failed.
+
+        """
+        api = self._api
+        assert api is not None
+        name = self._named()
+        info = await api.request_json("GET", f"/containers/{_quote(name)}/json")
+        state = ContainerState.from_inspect(info["State"])
+        if state.running:
+            # The engine marks an OOM kill only when the container ends; while it
+            # runs, the container's memory cgroup counts them (v2 or v1 names).
+            with contextlib.suppress(ExecutorError, EngineError):
+                report = await self._plain_exec(api, name, ["/bin/sh", "-c", _OOM_COUNT])
+                kills = _oom_kills(report.decode("utf-8", "replace"))
+                state = attrs.evolve(state, oom_kills=kills, oom_killed=bool(kills))
+        return state
+
+    async def logs(
+        self, *, follow: bool = False, tail: int | None = None, since: float | None = None
+    ) -> AsyncIterator[Chunk]:
+        """The output of the container's main process, as `Stdout` and `Stderr` chunks.
+
+        For a container given as `container`: what it printed (a container
+        this executor made runs only a keep-alive, which prints nothing; its
+        commands' output goes to their own callers). `follow=True` goes on
+        until the container stops, or the caller stops iterating; `tail`
+        gives only the last lines, `since` only what came after that Unix
+        time.
+        """
+        api = self._api
+        assert api is not None
+        name = _quote(self._named())
+        info = await api.request_json("GET", f"/containers/{name}/json")
+        tty = bool(info["Config"].get("Tty"))
+        query: dict[str, Any] = {"stdout": True, "stderr": True, "follow": follow}
+        if tail is not None:
+            query["tail"] = str(tail)
+        if since is not None:
+            query["since"] = str(since)
+        async with api.stream("GET", f"/containers/{name}/logs", query=query) as response:
+            if tty:
+                async for data in response.iter_bytes():
+                    yield Stdout(data)
+                return
+            async for kind, data in _log_frames(response.iter_bytes()):
+                yield Stderr(data) if kind == 2 else Stdout(data)
+
     # --- commands ------------------------------------------------------------
 
     def resolve(self, cmd: Command, path: StrPath | None = None) -> str:
         """The absolute folder `cmd` runs in inside the container, or `path` resolved against it."""
-        directory = self.workdir
+        directory = self._workdir
         if cmd.current_dir is not None:
             directory = posixpath.join(directory, cmd.current_dir)
         if path is not None:
@@ -1407,14 +1520,62 @@ def _tar_file(folders: list[str], name: str, content: bytes, mode: int) -> bytes
     return out.getvalue()
 
 
+async def _log_frames(pieces: AsyncIterator[bytes]) -> AsyncIterator[tuple[int, bytes]]:
+    """The engine's multiplexed frames (8-byte header: stream, 3 zeros, big-endian size)."""
+    pending = b""
+    async for piece in pieces:
+        pending += piece
+        while len(pending) >= 8:
+            size = int.from_bytes(pending[4:8], "big")
+            if len(pending) < 8 + size:
+                break
+            yield pending[0], pending[8 : 8 + size]
+            pending = pending[8 + size :]
+
+
+def _oom_kills(report: str) -> int | None:
+    for line in report.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill" and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+@attrs.frozen
+class ContainerState:
+    """A container's state, as the engine reports it."""
+
+    status: str
+    """`created`, `running`, `paused`, `restarting`, `removing`, `exited` or `dead`."""
+    running: bool
+    exit_code: int | None
+    """The main process's exit code once it exited; `None` while it runs."""
+    oom_killed: bool
+    """Whether the kernel's OOM killer ended a process of the container (its memory limit)."""
+    oom_kills: int | None = None
+    """How many processes the OOM killer ended in a running container, where its cgroup says."""
+    error: str | None = None
+    pid: int | None = None
+
+    @classmethod
+    def from_inspect(cls, state: Mapping[str, Any]) -> ContainerState:
+        """The state from the `State` object of the engine's container inspect."""
+        running = bool(state.get("Running"))
+        return cls(
+            status=str(state.get("Status", "")),
+            running=running,
+            exit_code=None if running else int(state.get("ExitCode", 0)),
+            oom_killed=bool(state.get("OOMKilled")),
+            error=state.get("Error") or None,
+            pid=int(state["Pid"]) if state.get("Pid") else None,
+        )
+
+
 def _tar_folder(folder: str) -> bytes:
     if not os.path.isdir(folder):
         raise ExecutorError(f"copy_in: {folder} is not a folder")
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for entry in sorted(os.listdir(folder)):
-            tar.add(os.path.join(folder, entry), arcname=entry)
-    return out.getvalue()
+    # What `docker build` would send of it: its `.dockerignore` honoured.
+    return pack_context(folder, DockerIgnore.of_folder(folder)).data
 
 
 async def _unpack(pieces: AsyncIterator[bytes], destination: str) -> None:

@@ -47,16 +47,18 @@ from executor._local.confine import (
     open_dir_beneath,
     relative_to_workdir,
 )
-from executor._local.landlock import LandlockRules, RestrictedThread
+from executor._local.landlock import LandlockRules
 from executor._local.process import (
     ProcessRun,
     Spawned,
+    Supervisor,
+    end_tree,
     kill_tree,
-    spawn,
     spawn_served,
     wait_exit,
 )
 from executor._local.sandbox import (
+    LandlockLauncher,
     Sandbox,
     SandboxServer,
     find_program,
@@ -79,6 +81,11 @@ _TEMPORARY_NAMES = 100
 
 def _absolute(path: StrPath) -> str:
     return os.path.abspath(os.fspath(path))
+
+
+def _positive(_: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{attribute.name} must be a positive whole number or None, not {value!r}")
 
 
 @attrs.define(eq=False)
@@ -129,11 +136,23 @@ class LocalExecutor(CommandRunner):
             file of its own (`CommandOutput.elided.spill`), in this folder, or
             with `True` in a folder of the system's temporary directory; the
             files are the caller's to remove. `False` (the default) keeps none.
+        login: Run shell scripts in a login shell, `bash --login -c`, so
+            `/etc/profile` and the profile files apply; where there is no
+            bash, such a command fails with `ExecutorError`. A command's own
+            `Command.shell(..., login=)` wins.
         kill_grace: Seconds between SIGTERM and SIGKILL when a tree is killed.
         drain_timeout: After a command exits, how long to go on reading while
             a background process still holds its output pipes.
         confine: Keep file operations and commands' starting folders inside
             `workdir`, as above.
+        memory: Bytes of memory the whole tree of each unsandboxed command
+            may use (its cgroup's `memory.max`, or `memory.limit_in_bytes` on
+            a cgroup v1 host); past it the kernel's OOM killer ends a process
+            of the tree. Needs a cgroup with the memory controller (delegated,
+            or as root): refused with `ExecutorError` where there is none.
+        pids: How many processes and threads each unsandboxed command's tree
+            may have at once (`pids.max`): a fork bomb stops there. Needs the
+            pids controller, as `memory` does.
         sandbox: Run every shell and argv command (sessions and PTYs too)
             under an OS sandbox (see `Sandbox`): read-only but for the
             writable paths, no home folder, no network, bounded resources.
@@ -141,14 +160,31 @@ class LocalExecutor(CommandRunner):
             cannot give raises `ExecutorError`. The executor's own file
             operations are not sandboxed (`confine` keeps them in the workdir).
 
+    Without a sandbox, every command is started by the executor's supervisor:
+    a small process (a child subreaper, started with the executor) that
+    forks a subreaper of its own for each command, so every process the
+    command starts stays in a tree the supervisor knows, whatever it does to
+    its environment, session or parent (`env -i`, `setsid`, a double fork,
+    `nohup`, `disown`). A timeout, a cancel, a failing sink or `aclose()`
+    ends every process of the tree; the supervisor dies with the thread that
+    built the executor, and takes every tree with it. This process is never
+    made a subreaper. Where it may make cgroups (cgroup v2 delegated, or
+    root; see `Sandbox.probe()`), each command gets one: its tree is read
+    from it and ended with `cgroup.kill`, `memory=` and `pids=` are enforced,
+    and `CommandOutput.memory_peak` says what it used.
+
     Raises:
-        ExecutorError: The sandbox asked for cannot be given on this machine.
+        ExecutorError: The sandbox asked for cannot be given on this machine,
+            or a limit (`memory=`, `pids=`) cannot be enforced here.
+        ValueError: A limit is not a positive whole number, or is given with a sandbox.
 
     """
 
     workdir: str = attrs.field(default=".", converter=_absolute)
     confine: bool = attrs.field(default=False, kw_only=True)
     sandbox: Sandbox | None = attrs.field(default=None, kw_only=True)
+    memory: int | None = attrs.field(default=None, kw_only=True, validator=_positive)
+    pids: int | None = attrs.field(default=None, kw_only=True, validator=_positive)
     # The tag's owner pid lets tools tell whose processes they are, and whether the owner is gone.
     _id: str = attrs.field(
         init=False, factory=lambda: f"{os.getpid()}:{uuid.uuid4().hex}", repr=False
@@ -167,15 +203,28 @@ class LocalExecutor(CommandRunner):
     # commands: (Landlock) a thread per rule set, restricted once; (bubblewrap)
     # a sandbox server for read-write commands and one for read-only ones.
     _backend: str | None = attrs.field(init=False, default=None, repr=False)
-    _launchers: dict[LandlockRules, RestrictedThread] = attrs.field(
+    _launchers: dict[LandlockRules, LandlockLauncher] = attrs.field(
         init=False, factory=dict, repr=False
     )
     _servers: dict[bool, SandboxServer] = attrs.field(init=False, factory=dict, repr=False)
     _retired: list[SandboxServer] = attrs.field(init=False, factory=list, repr=False)
+    # Unsandboxed only: the subreaper that starts every command (see `Supervisor`).
+    _supervisor: Supervisor | None = attrs.field(init=False, default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.sandbox is not None:
+            if self.memory is not None or self.pids is not None:
+                raise ValueError(
+                    "memory= and pids= of LocalExecutor bound unsandboxed commands; "
+                    "a sandbox has limits of its own (Sandbox(memory=..., pids=...))"
+                )
             self._backend = self.sandbox.choose_backend()
+        else:
+            # Started now, not at the first command: the first command costs no
+            # interpreter's start, and the executor's descriptors are all open
+            # from the start. A limit no cgroup here can enforce is refused now.
+            self._supervisor = Supervisor({"memory": self.memory, "pids": self.pids})
+            self._supervisor.start()
 
     def __repr__(self) -> str:
         options = ", confine=True" if self.confine else ""
@@ -273,10 +322,15 @@ class LocalExecutor(CommandRunner):
 
     async def _shut_down(self) -> None:
         """Kill every process this executor started that still runs, then end its servers."""
-        await kill_tree(f"{self._id}/", prefix=True, grace=self.kill_grace, since=self._created)
+        supervisor, self._supervisor = self._supervisor, None
+        if supervisor is not None:
+            # Every unsandboxed command's tree is below it: no search of the host.
+            await supervisor.aclose(self.kill_grace)
+        if self.sandbox is not None:
+            await kill_tree(f"{self._id}/", prefix=True, grace=self.kill_grace, since=self._created)
         launchers, self._launchers = self._launchers, {}
         for launcher in launchers.values():
-            launcher.close()
+            await launcher.aclose()
         servers, self._servers = self._servers, {}
         retired, self._retired = self._retired, []
         for server in [*servers.values(), *retired]:
@@ -415,7 +469,7 @@ class LocalExecutor(CommandRunner):
         else:
             cwd = self.resolve(cmd)
         env = self.environment(cmd)
-        launcher: RestrictedThread | None = None
+        launcher: LandlockLauncher | None = None
         tag = f"{self._id}/{next(self._serial)}"
         try:
             if self.sandbox is not None:
@@ -434,15 +488,17 @@ class LocalExecutor(CommandRunner):
                         read_only=read_only,
                         program=program,
                     )
-            return spawn(
-                argv,
-                cwd=cwd,
-                env=env,
-                tag=tag,
-                stdin=stdin,
-                pty=pty,
-                launcher=None if launcher is None else launcher.call,
+            if launcher is None:
+                # Unsandboxed: the supervisor starts it, below a subreaper of its own.
+                return await self._supervised().spawn(
+                    argv, cwd=cwd, env=env, tag=tag, stdin=stdin, pty=pty, cwd_fd=held
+                )
+            # Landlock: the launcher, a process of its own, starts it.
+            spawned = await spawn_served(
+                launcher, argv, cwd=cwd, env=env, tag=tag, stdin=stdin, pty=pty, program=program
             )
+            spawned.signaller = functools.partial(signal_served, spawned)
+            return spawned
         except OSError as error:
             if error.errno in _RESOURCE_ERRORS:
                 raise ExecutorError(f"cannot start a process: {error.strerror}") from error
@@ -510,27 +566,30 @@ class LocalExecutor(CommandRunner):
         spawned.signaller = functools.partial(signal_served, spawned)
         return spawned
 
+    def _supervised(self) -> Supervisor:
+        """The supervisor that starts this executor's unsandboxed commands."""
+        if self._supervisor is None:
+            self._supervisor = Supervisor({"memory": self.memory, "pids": self.pids})
+        return self._supervisor
+
     async def _abandon(self, spawned: Spawned) -> None:
         """Kill a spawned tree that will not be run, and reap it."""
         try:
-            await kill_tree(
-                spawned.tag, grace=self.kill_grace, group=spawned.group, since=spawned.started
-            )
-            spawned.end_served()
+            await end_tree(spawned, grace=self.kill_grace)
             await wait_exit(spawned)
         finally:
             spawned.close()
 
     def _sandboxed(
         self, argv: Iterable[str], *, env: dict[str, str], cwd: str, read_only: bool
-    ) -> tuple[list[str], RestrictedThread | None, str, str | None]:
-        """`argv` as the sandbox runs it, the thread that starts it (Landlock), its cwd and program.
+    ) -> tuple[list[str], LandlockLauncher | None, str, str | None]:
+        """`argv` as the sandbox runs it, its Landlock launcher (or None), its cwd and program.
 
         The program is the path `argv[0]` was found at, when the folder is there to look from.
 
         Under `confine`, the cwd becomes the real path of the folder opened
         beneath the workdir: the command starts in a mount namespace of its
-        own (bubblewrap) or from another thread (Landlock), where a
+        own (bubblewrap) or from another process (Landlock), where a
         descriptor from here is no place to start in. A swap between this and
         the start could only move the starting folder, which the sandbox
         bounds anyway.
@@ -549,10 +608,9 @@ class LocalExecutor(CommandRunner):
             program = find_program(argv[0], env, real)
             if not os.path.isabs(program):
                 program = None  # found through a relative PATH entry: the sandbox searches
-        elif self._backend == "bubblewrap":
+        else:
             # The sandbox's init could only report it as the command's failure.
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), real)
-        # Otherwise the spawn fails on the folder, as unsandboxed.
         if self._backend == "bubblewrap":
             return argv, None, real, program
         support = Sandbox.probe()
@@ -560,8 +618,10 @@ class LocalExecutor(CommandRunner):
         rules = self.sandbox.landlock_rules(self.workdir, read_only=read_only)
         launcher = self._launchers.get(rules)
         if launcher is None:
-            launcher = self._launchers[rules] = RestrictedThread(rules, support.landlock_abi)
-        return [*self.sandbox.rlimit_argv(support), *argv], launcher, real, program
+            launcher = self._launchers[rules] = LandlockLauncher(rules, support.landlock_abi)
+        limits = self.sandbox.rlimit_argv(support)
+        # Behind prlimit, the program to start is prlimit.
+        return [*limits, *argv], launcher, real, limits[0] if limits else program
 
     def _open_current_dir(self, cmd: Command) -> int:
         """Open the folder `cmd` starts in beneath the workdir (confined).

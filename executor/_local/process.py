@@ -1,33 +1,46 @@
 """The local process lifecycle, in one place: spawn, stream, kill, reap.
 
-Every local feature (commands, and later sessions and sandboxes) runs its
-processes through `spawn` and `ProcessRun`, so the guarantees hold everywhere:
+Every local feature (commands, sessions and sandboxes) runs its processes
+through `ProcessRun`, so the guarantees hold everywhere:
 
+- an unsandboxed command is started by the executor's `Supervisor`, below a
+  child subreaper of its own, so nothing it starts can leave its tree (see
+  `executor._local.supervisor`); the kill is the shim's, whose cost follows
+  the tree (its cgroup, where there is one), and is awaited on the shim's pidfd;
 - each command runs in a session and process group of its own, and every
   process it starts inherits a tag in its environment (`EXECUTOR_PROCESS_TREE`),
-  so the whole tree can be found again: the group, the session, descendants
-  that left both, and daemons that double-forked away to init;
-- the exit is awaited on a pidfd, not on the pipes, so a background child that
-  holds stdout open cannot make a finished command hang;
-- pipes are read with one copy per chunk, each read sized by what the pipe
-  holds (FIONREAD, up to 1 MiB), so memory never grows past the stored-output
-  cap and a chunk or two in flight;
+  by which sandboxed trees (Landlock's) are found again;
+- the exit is awaited on a pidfd or its shim's report, not on the pipes, so a
+  background child that holds stdout open cannot make a finished command hang;
+- pipes are read into a reused buffer, one copy out per chunk, with the
+  descriptor kept registered with the loop (asyncio) between reads;
 - a flood of output still lets the event loop run between its chunks.
 """
 
 from __future__ import annotations
 
 import array
+import asyncio
+import atexit
 import contextlib
 import errno
 import fcntl
+import functools
 import inspect
+import io
+import json
+import marshal
 import math
 import os
+import select
 import signal as signals
+import socket
 import struct
 import subprocess
+import sys
 import termios
+import threading
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final, Protocol
 
@@ -40,41 +53,81 @@ from executor._core.cleanup import run_to_completion
 from executor._core.errors import ExecutorError, TimedOut
 from executor._core.output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
 from executor._core.proc import TREE_VARIABLE, boot_clock, proc_stat
+from executor._local import cgroup
 
 __all__ = [
     "ProcessRun",
     "Served",
     "Spawned",
+    "Supervised",
+    "Supervisor",
+    "end_tree",
     "kill_tree",
     "spawn",
     "spawn_served",
 ]
 
-# A read asks the pipe how much it holds (FIONREAD) and takes that, up to
-# this much, straight into the chunk's own bytes object: one copy (reading
-# into a reused buffer, then copying out the chunk, costs two), and an
-# allocation the size of the data, so a quiet command costs no more than its
-# output and a flood moves in few, large chunks.
+# The most a read takes at once: a reader's buffer grows to this size once a
+# read fills it (a flood), so each wakeup carries up to a pipe's worth.
 _READ_SIZE: Final = 1 << 20
-# What a read asks for when the pipe says it holds nothing (the end, or data
-# that came just after asking).
-_SMALL_READ: Final = 1 << 16
+# A reader's buffer at first: enough for what a quiet command prints at once.
+_FIRST_READ: Final = 1 << 16
 # Linux's default pipe holds 64 KiB; a larger one lets each wakeup carry more.
 # Only root enlarges pipes: for other users the pages count against a per-user
 # budget, and spending it would shrink the pipes of the user's other programs.
 _PIPE_SIZE: Final = 1 << 20
 _F_SETPIPE_SZ: Final = 1031
+_F_GETPIPE_SZ: Final = 1032
 # How often the kill path looks for survivors while it waits out the grace period.
 _POLL: Final = 0.01
 
 
-def _available(fd: int, ask: array.array[int]) -> int:
-    """How many bytes to read from `fd`: what it holds, within bounds."""
-    try:
-        fcntl.ioctl(fd, termios.FIONREAD, ask)
-    except OSError:
-        return _SMALL_READ
-    return min(ask[0], _READ_SIZE) or _SMALL_READ
+class _Readable:
+    """Waits until a descriptor is readable, registered with the event loop once where it can be.
+
+    Under asyncio the descriptor stays registered while its reader waits,
+    reads and waits again (`anyio.wait_readable` adds it to epoll and
+    removes it at every wait); it is taken off only when it turns readable
+    while nobody waits (a busy sink), so the loop never spins on it. Under
+    other loops (trio) this is `anyio.wait_readable`.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._loop: asyncio.AbstractEventLoop | None
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        self._waiting: asyncio.Future[None] | None = None
+        self._registered = False
+
+    async def wait(self) -> None:
+        """Return once the descriptor is readable (or cancelled)."""
+        loop = self._loop
+        if loop is None:
+            await anyio.wait_readable(self._fd)
+            return
+        if not self._registered:
+            loop.add_reader(self._fd, self._ready)
+            self._registered = True
+        self._waiting = loop.create_future()
+        try:
+            await self._waiting
+        finally:
+            self._waiting = None
+
+    def _ready(self) -> None:
+        if self._waiting is None:
+            self.close()
+        elif not self._waiting.done():
+            self._waiting.set_result(None)
+
+    def close(self) -> None:
+        """Take the descriptor off the loop (before it is closed)."""
+        if self._registered and self._loop is not None:
+            self._loop.remove_reader(self._fd)
+        self._registered = False
 
 
 @attrs.define(eq=False)
@@ -90,10 +143,24 @@ class Served:
 
 
 @attrs.define(eq=False)
+class Supervised:
+    """A command started by an executor's supervisor (see `Supervisor`): not our child.
+
+    Its shim (a subreaper of its own, the supervisor's child) holds the whole
+    tree; `Spawned.pidfd` is the shim's, readable once the tree is gone, and
+    `Spawned.status` the command's control socket.
+    """
+
+    pid: int
+    returncode: int | None = None
+    memory_peak: int | None = None
+
+
+@attrs.define(eq=False)
 class Spawned:
     """A started child: its pid, a pidfd to await its exit, and our ends of its pipes."""
 
-    process: subprocess.Popen[bytes] | Served
+    process: subprocess.Popen[bytes] | Served | Supervised
     pidfd: int | None
     stdout: int
     stderr: int
@@ -119,7 +186,7 @@ class Spawned:
         leader, is unreaped. A served command's init is another's child, so
         it is ended through its pidfd instead (`end_served`).
         """
-        if isinstance(self.process, Served) or self.process.returncode is not None:
+        if isinstance(self.process, Served | Supervised) or self.process.returncode is not None:
             return None
         return self.pid
 
@@ -133,13 +200,27 @@ class Spawned:
             with contextlib.suppress(ProcessLookupError):
                 signals.pidfd_send_signal(self.pidfd, signals.SIGKILL)
 
-    def close(self) -> None:
-        """Close our ends of the pipes and the pidfd."""
-        for fd in (self.stdout, self.stderr, self.stdin, self.pidfd, self.status):
+    def close(self, *, keep_tree: bool = False) -> None:
+        """Close our ends of the pipes and the pidfd (twice is harmless).
+
+        With `keep_tree`, a supervised command's control socket and its shim's
+        pidfd stay open, so what the command left running can still be ended
+        (`end_tree`); a later `close()` closes them.
+        """
+        kept = keep_tree and isinstance(self.process, Supervised)
+        for fd in (self.stdout, self.stderr, self.stdin):
+            if fd is not None and fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.stdout = self.stderr = -1
+        self.stdin = None
+        if kept:
+            return
+        for fd in (self.pidfd, self.status):
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self.stdin = self.pidfd = self.status = None
+        self.pidfd = self.status = None
 
 
 @attrs.define(eq=False)
@@ -197,7 +278,7 @@ class _Ends:
 
     def started(
         self,
-        process: subprocess.Popen[bytes] | Served,
+        process: subprocess.Popen[bytes] | Served | Supervised,
         pidfd: int | None,
         tag: str,
         started: float,
@@ -373,6 +454,400 @@ async def spawn_served(
 
 _enlarge_pipes = os.geteuid() == 0
 
+_SUPERVISOR: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
+# How long a kill waits for a tree to go after SIGKILL (a process in
+# uninterruptible sleep, say on a dead NFS server, holds it up) before giving up.
+_KILL_WAIT: Final = 10.0
+
+
+class Supervisor:
+    """An executor's supervisor process: a child subreaper that starts every command.
+
+    Started at the first command, it forks a shim per command (a subreaper
+    too), so every process a command starts stays below it, whatever it
+    does to its environment, session or parent: see
+    `executor._local.supervisor`. It dies with the thread that started it
+    (its parent-death signal), or when this object's socket closes, and
+    takes every command's tree with it. Where this process may make
+    cgroups (`executor._local.cgroup`), each command gets one.
+    """
+
+    def __init__(self, limits: Mapping[str, int | None] | None = None) -> None:
+        self._limits = {name: value for name, value in (limits or {}).items() if value is not None}
+        self._requests: socket.socket | None = None
+        self._control: socket.socket | None = None
+        self._pid: int | None = None
+        self._pidfd: int | None = None
+        self._cgroups: dict[str, Any] | None = None
+        self._finalizer: weakref.finalize[Any, Supervisor] | None = None
+
+    @property
+    def cgroups(self) -> dict[str, Any] | None:
+        """The cgroup folders this executor's commands are placed in (`None`: no cgroups)."""
+        return self._cgroups
+
+    def start(self) -> None:
+        """Start the supervisor now, rather than at the first command.
+
+        Raises:
+            ExecutorError: It cannot be started, or a limit cannot be enforced here.
+
+        """
+        self._start()
+
+    def _start(self) -> socket.socket:
+        if self._requests is not None and not _readable(self._pidfd):
+            return self._requests
+        self._forget()
+        if self._limits or cgroup.probe().available:
+            self._cgroups = cgroup.executor_cgroups()
+        missing = set(self._limits) - cgroup.limits_enforced(self._cgroups)
+        if missing:
+            cgroup.remove_cgroups(self._cgroups)
+            self._cgroups = None
+            raise ExecutorError(
+                f"cannot enforce {', '.join(sorted(f'{name}=' for name in missing))}: "
+                f"no cgroup with that controller can be made here ({cgroup.probe().describe()})"
+            )
+        config = {**(self._cgroups or {}), "limits": self._limits}
+        requests, their_requests = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        control, their_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            for theirs in (their_requests, their_control):
+                os.set_inheritable(theirs.fileno(), True)
+            argv = [
+                sys.executable,
+                "-I",
+                "-S",
+                _SUPERVISOR,
+                str(their_requests.fileno()),
+                str(their_control.fileno()),
+                str(os.getpid()),
+                json.dumps(config),
+            ]
+            # Its own session (a terminal's Ctrl-C is not for it), /dev/null for
+            # stdin and stdout; stderr is ours, for what a broken interpreter says.
+            # Not posix_spawn: glibc's leaves the C library's own signals (32
+            # and 33) ignored in the child, for good, and so in every command.
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                pass_fds=(their_requests.fileno(), their_control.fileno()),
+                start_new_session=True,
+            )
+            pid = popen.pid
+            # Reaped by us (`_forget`, `_reap`), not by Popen, which would warn.
+            popen.returncode = 0
+        except OSError as error:
+            requests.close()
+            control.close()
+            cgroup.remove_cgroups(self._cgroups)
+            self._cgroups = None
+            raise ExecutorError(f"cannot start the supervisor: {error}") from error
+        finally:
+            their_requests.close()
+            their_control.close()
+        self._pid, self._pidfd = pid, os.pidfd_open(pid)
+        self._requests, self._control = requests, control
+        self._finalizer = weakref.finalize(
+            self, _drop_supervisor, requests, control, pid, self._pidfd, os.getpid()
+        )
+        _FINALIZERS[pid] = self._finalizer
+        return requests
+
+    def _forget(self) -> None:
+        """Let go of a supervisor that ended (killed, or its thread gone): reap it."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            _FINALIZERS.pop(self._pid or 0, None)
+            self._finalizer = None
+        for sock in (self._requests, self._control):
+            if sock is not None:
+                sock.close()
+        self._requests = self._control = None
+        if self._pid is not None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self._pid, 0)
+            self._pid = None
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    async def spawn(
+        self,
+        argv: Iterable[str],
+        *,
+        cwd: str,
+        env: Mapping[str, str],
+        tag: str,
+        stdin: bool,
+        pty: bool = False,
+        cwd_fd: int | None = None,
+    ) -> Spawned:
+        """Start `argv` as `spawn` does, through the supervisor.
+
+        Raises:
+            OSError: The program or its folder, as the start reported them.
+            ExecutorError: The supervisor could not be started, or ended.
+
+        """
+        request = marshal.dumps(
+            {
+                "argv": list(argv),
+                "env": {**env, TREE_VARIABLE: tag},
+                "cwd": cwd,
+                "pty": pty,
+            }
+        )
+        started = boot_clock()
+        for attempt in range(2):
+            supervisor = self._start()
+            ends = _Ends.make(stdin=stdin, pty=pty)
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            fds = [*ends.child, theirs.fileno(), *([] if cwd_fd is None else [cwd_fd])]
+            try:
+                supervisor.sendmsg(
+                    [b"R" + request],
+                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))],
+                )
+            except OSError as error:
+                ends.abandon()
+                ours.close()
+                if attempt or not _readable(self._pidfd):
+                    raise ExecutorError(f"cannot reach the supervisor: {error}") from error
+                continue
+            finally:
+                ends.close_theirs()
+                theirs.close()
+            try:
+                reply, received = await _receive(ours)
+            except BaseException:
+                # Cancelled while the shim starts it: the command runs anyway,
+                # so wait for its start (shielded, bounded) and end its tree.
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_WAIT):
+                    await _abandon_start(ours)
+                ends.abandon()
+                ours.close()
+                raise
+            if reply[:1] == b"P" and len(reply) >= 5 and received:
+                for fd in received[1:]:
+                    os.close(fd)
+                pid = struct.unpack("i", reply[1:5])[0]
+                control = ours.detach()
+                spawned = ends.started(Supervised(pid), received[0], tag, started, pty=pty)
+                spawned.status = control
+                spawned.signaller = functools.partial(_signal_supervised, spawned)
+                return spawned
+            ends.abandon()
+            ours.close()
+            for fd in received:
+                os.close(fd)
+            if reply[:1] == b"E":
+                report = json.loads(reply[1:])
+                code = int(report["errno"])
+                raise OSError(code, report["message"] or os.strerror(code))
+            # The supervisor ended with the request: once more with a new one.
+            if attempt or not _readable(self._pidfd):
+                raise ExecutorError("the supervisor ended while starting a command")
+        raise AssertionError("unreachable")
+
+    async def aclose(self, grace: float) -> None:
+        """End every command's tree (SIGTERM, `grace`, SIGKILL), then the supervisor."""
+        if self._control is None or self._pidfd is None:
+            self._forget()
+            return
+        with contextlib.suppress(OSError):
+            self._control.send(b"X%r" % grace)
+        with anyio.move_on_after(grace + _KILL_WAIT):
+            await anyio.wait_readable(self._pidfd)
+        if not _readable(self._pidfd):
+            with contextlib.suppress(ProcessLookupError):
+                signals.pidfd_send_signal(self._pidfd, signals.SIGTERM)
+            await anyio.wait_readable(self._pidfd)
+        cgroups, self._cgroups = self._cgroups, None
+        self._forget()
+        cgroup.remove_cgroups(cgroups)
+
+
+# The finalizers of the supervisors not yet closed: run (and awaited) at exit.
+_FINALIZERS: dict[int, weakref.finalize[Any, Supervisor]] = {}
+# How long the exit waits for dropped supervisors to end their commands' trees.
+_EXIT_WAIT: Final = 5.0
+
+
+def _drop_supervisor(
+    requests: socket.socket,
+    control: socket.socket,
+    pid: int,
+    pidfd: int,
+    parent: int,
+    *,
+    wait: float = 0.0,
+) -> None:
+    """Let go of the supervisor of an executor collected (or left at exit) without `aclose()`.
+
+    The supervisor sees its control socket end, kills every command's tree
+    and exits; it is reaped here when it is gone within `wait` seconds (or
+    already was: its thread ended), else by a thread of its own, so no
+    zombie is left in this process.
+    """
+    _FINALIZERS.pop(pid, None)
+    requests.close()
+    control.close()
+    if os.getpid() != parent:
+        # A forked copy of the executor's process: the supervisor is not ours.
+        os.close(pidfd)
+        return
+    if select.select([pidfd], [], [], wait)[0]:
+        _reap(pid, pidfd)
+        return
+    try:
+        threading.Thread(target=_reap, args=(pid, pidfd), daemon=True).start()
+    except RuntimeError:
+        # The interpreter is shutting down and starts no threads: wait here.
+        select.select([pidfd], [], [], _EXIT_WAIT)
+        _reap(pid, pidfd)
+
+
+def _reap(pid: int, pidfd: int) -> None:
+    try:
+        select.select([pidfd], [], [])
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    finally:
+        os.close(pidfd)
+
+
+@atexit.register
+def _drop_all() -> None:
+    # An executor still open at exit: its commands' trees end before this
+    # process does (not after it, behind its back).
+    for finalizer in list(_FINALIZERS.values()):
+        detached = finalizer.detach()
+        if detached is not None:
+            _, function, args, kwargs = detached
+            function(*args, **kwargs, wait=_EXIT_WAIT)
+
+
+def _readable(fd: int | None) -> bool:
+    """Whether `fd` (a pidfd: its process has exited) is readable now."""
+    if fd is None:
+        return True
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+async def _receive(sock: socket.socket) -> tuple[bytes, list[int]]:
+    """One message from a command's control socket, and the descriptors it carried."""
+    sock.setblocking(False)
+    while True:
+        try:
+            data, ancillary, _, _ = sock.recvmsg(
+                4096, socket.CMSG_LEN(4 * array.array("i").itemsize), socket.MSG_CMSG_CLOEXEC
+            )
+        except BlockingIOError:
+            await anyio.wait_readable(sock)
+            continue
+        except ConnectionResetError:
+            return b"", []
+        fds = array.array("i")
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+        return data, list(fds)
+
+
+async def _abandon_start(control: socket.socket) -> None:
+    """End what a shim started for a start given up on: SIGKILL at once, awaited."""
+    reply, received = await _receive(control)
+    try:
+        if reply[:1] == b"P" and received:
+            with contextlib.suppress(OSError):
+                control.send(b"K")
+            await anyio.wait_readable(received[0])
+    finally:
+        for fd in received:
+            os.close(fd)
+
+
+async def _signal_supervised(spawned: Spawned, signal: int) -> None:
+    """Send `signal` to a supervised command's process group, through its shim."""
+    if spawned.status is not None and spawned.process.returncode is None:
+        with contextlib.suppress(OSError):
+            os.write(spawned.status, b"G%d" % signal)
+
+
+async def _wait_supervised(spawned: Spawned, control: int) -> int:
+    """A supervised command's wait status, as its shim reports it when the leader exits."""
+    process = spawned.process
+    assert isinstance(process, Supervised)
+    while True:
+        try:
+            data = os.read(control, 64)
+        except BlockingIOError:
+            await anyio.wait_readable(control)
+            continue
+        except OSError:
+            data = b""
+        if data[:1] == b"S" and len(data) >= 13:
+            status, peak = (int(value) for value in struct.unpack("=iq", data[1:13]))
+            process.memory_peak = peak if peak >= 0 else None
+            break
+        if not data:
+            # The shim was killed before it could report (by us, with the tree).
+            status = signals.SIGKILL
+            break
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return status
+
+
+async def _end_supervised(spawned: Spawned, grace: float) -> None:
+    """End a supervised command's tree: SIGTERM, `grace`, SIGKILL; awaited on the shim's pidfd."""
+    # The shim keeps the grace itself (SIGKILL when it is up); `K` is only
+    # for a shim that has not ended the tree by then.
+    for message, wait in ((b"T%r" % grace, grace + _KILL_WAIT), (b"K", _KILL_WAIT)):
+        # Read again after each wait: the run may have closed them meanwhile
+        # (its command ended, and with it, then, the whole tree).
+        control, pidfd = spawned.status, spawned.pidfd
+        if control is None or pidfd is None or _readable(pidfd):
+            return
+        try:
+            os.write(control, message)
+        except OSError:
+            return  # the shim is gone, and with it the tree
+        with anyio.move_on_after(wait):
+            await _wait_gone(spawned)
+
+
+async def _wait_gone(spawned: Spawned) -> None:
+    """Wait until the shim's pidfd is readable: its tree is gone."""
+    pidfd = spawned.pidfd
+    if pidfd is None:
+        return
+    try:
+        await anyio.wait_readable(pidfd)
+    except anyio.BusyResourceError:
+        # Another task waits on it already (a session's kill and its run's):
+        # look now and then instead, while it is still open.
+        while spawned.pidfd is not None and not _readable(spawned.pidfd):
+            await anyio.sleep(0.005)
+    except (anyio.ClosedResourceError, OSError):
+        return
+
+
+async def end_tree(spawned: Spawned, *, grace: float) -> None:
+    """End every process of a spawned command's tree: SIGTERM, up to `grace` seconds, SIGKILL.
+
+    A supervised command's tree is ended by its shim, which knows it; others
+    are found by their tag (see `kill_tree`), and a served one's PID
+    namespace ends with its init.
+    """
+    if isinstance(spawned.process, Supervised):
+        await _end_supervised(spawned, grace)
+        return
+    await kill_tree(spawned.tag, grace=grace, group=spawned.group, since=spawned.started)
+    spawned.end_served()
+
 
 def _take_terminal() -> None:
     # In the child, after setsid(): make the pty on stdin its controlling terminal.
@@ -381,6 +856,9 @@ def _take_terminal() -> None:
 
 async def wait_exit(spawned: Spawned) -> int:
     """Wait for the child to exit, reap it, and return its wait status."""
+    if isinstance(spawned.process, Supervised):
+        assert spawned.status is not None
+        return await _wait_supervised(spawned, spawned.status)
     if spawned.status is not None:
         return await _wait_served(spawned, spawned.status)
     assert isinstance(spawned.process, subprocess.Popen)
@@ -459,6 +937,9 @@ class ProcessRun:
         kill_grace: Seconds between SIGTERM and SIGKILL.
         drain_timeout: How long to go on reading after the child exits, while a
             background process still holds its pipes.
+        keep_tree: Leave a supervised command's handle on its tree open at the
+            end (see `Spawned.close`): a session ends what the command left
+            when its block is left, not when the command exits.
 
     """
 
@@ -472,8 +953,10 @@ class ProcessRun:
         timeout: float | None,
         kill_grace: float,
         drain_timeout: float,
+        keep_tree: bool = False,
     ) -> None:
         self._spawned = spawned
+        self._keep_tree = keep_tree
         self._stdin = stdin
         self._sink = sink
         self._sink_lock: anyio.Lock | None = None
@@ -521,13 +1004,17 @@ class ProcessRun:
                 raise
             raise inner from inner.__cause__
         finally:
-            spawned.close()
+            spawned.close(keep_tree=self._keep_tree)
         # A cancellation that came while the kill was shielded wins over our result.
         await anyio.lowlevel.checkpoint_if_cancelled()
         assert self._status is not None
         exit_code, signal = _decode_status(self._status)
+        process = spawned.process
         output = self._buffer.output(
-            exit_code=exit_code, signal=signal, duration=anyio.current_time() - started
+            exit_code=exit_code,
+            signal=signal,
+            duration=anyio.current_time() - started,
+            memory_peak=process.memory_peak if isinstance(process, Supervised) else None,
         )
         if timed_out:
             assert self._timeout is not None
@@ -556,40 +1043,73 @@ class ProcessRun:
         spawned = self._spawned
         # The group and session ids are pinned only while the leader is unreaped:
         # after that an unrelated process may get the same number.
-        group = spawned.group if self._status is None else None
-        await kill_tree(spawned.tag, grace=self._kill_grace, group=group, since=spawned.started)
+        if isinstance(spawned.process, Supervised):
+            await end_tree(spawned, grace=self._kill_grace)
+        else:
+            group = spawned.group if self._status is None else None
+            await kill_tree(spawned.tag, grace=self._kill_grace, group=group, since=spawned.started)
         if self._status is None:
             spawned.end_served()
             self._status = await wait_exit(spawned)
 
     async def _read(self, fd: int, kind: Callable[[bytes], Chunk]) -> None:
-        # FIONREAD's answer; one per reader, as readers may run in other threads.
-        ask = array.array("i", [0])
+        # Quiet output (lines, prompts) is read into one 64 KiB buffer, reused,
+        # and copied out: a read the size of what it asks would cost an
+        # allocation each time. Once a read fills that buffer the output is a
+        # flood, and reads take up to a pipe's worth straight into the
+        # chunk's own bytes (one copy, not two), until one comes back short.
+        # A read that comes back short emptied the pipe, so the next step
+        # waits rather than reading again only to be told EAGAIN.
+        buffer = bytearray(_FIRST_READ)
+        view = memoryview(buffer)
+        pipe = io.FileIO(fd, "rb", closefd=False)
+        waiter = _Readable(fd)
+        flooding = False
+        # A flood's reads ask for what the pipe can hold: no larger allocation
+        # to shrink after each (64 KiB pipes for a user, 1 MiB for root).
+        try:
+            capacity = fcntl.fcntl(fd, _F_GETPIPE_SZ)
+        except OSError:
+            capacity = _FIRST_READ  # a pty
+        flood_read = min(max(capacity, _FIRST_READ), _READ_SIZE)
         # Past the drain period a reader still takes what the pipe holds, so a
         # slow sink never costs the command's last words; a background child
         # that keeps writing gets one more drain period and one pipe's worth.
         allowance = _PIPE_SIZE
         last_call: float | None = None
         waited = True
+        drained = False
         try:
             while allowance > 0:
+                if drained and not self._stopping:
+                    await waiter.wait()
+                    waited = True
                 try:
-                    data = os.read(fd, _available(fd, ask))
+                    if flooding:
+                        data = os.read(fd, flood_read)
+                        size = len(data)
+                    else:
+                        got = pipe.readinto(view)
+                        if got is None:
+                            raise BlockingIOError
+                        size = got
+                        data = bytes(view[:size])
                 except BlockingIOError:
                     if self._stopping:
                         return
-                    await anyio.wait_readable(fd)
-                    waited = True
+                    drained = True
                     continue
                 except OSError as error:
                     # A pty's master reports the end (no slave left open) as EIO.
                     if error.errno == errno.EIO:
                         return
                     raise
-                if not data:
+                if not size:
                     return
+                drained = size < (flood_read if flooding else _FIRST_READ)
+                flooding = size >= _FIRST_READ
                 if self._stopping:
-                    allowance -= len(data)
+                    allowance -= size
                     now = anyio.current_time()
                     if last_call is None:
                         last_call = now + self._drain_timeout
@@ -613,6 +1133,8 @@ class ProcessRun:
                     if not self._emitting and self._emitted is not None:
                         self._emitted.set()
         finally:
+            waiter.close()
+            view.release()
             self._readers -= 1
             if not self._readers:
                 self._readers_done.set()

@@ -23,9 +23,17 @@ starts (`exec_cmd`, streaming, sessions and PTYs, which share one spawn path):
   the same filesystem rules through the Landlock system calls; with ABI 4 no
   TCP `bind` or `connect` unless the network is asked for (run by root, a
   network namespace of its own as well); with ABI 6 no signal to a process
-  outside the sandbox. It has no private `/tmp` (set `writable` to give
-  one), no PID namespace, and, run by a user, its network rule covers TCP
-  only.
+  outside the command's domain. Commands start from a `LandlockLauncher`, a
+  process of its own per rule set (see `executor._local.landlock_launcher`),
+  whose init for each command joins a fresh session keyring, makes (run by
+  root) an IPC namespace, restricts itself in a Landlock domain of its own,
+  installs the filter, starts the command, and kills what it left when it
+  ends (a child subreaper): nothing of the executor's process is within a
+  command's reach. It has no private `/tmp` (set `writable` to give one),
+  and, run by a user, its network rule covers TCP only.
+
+Both backends install the system call filter of `executor._local.seccomp`
+on every command (`Sandbox(syscall_filter=False)` leaves it out).
 
 Resource limits are rlimits set before the command starts, so every process
 in the sandbox inherits them: under bubblewrap by the command's init; under
@@ -69,19 +77,22 @@ from executor._core.cleanup import run_to_completion
 from executor._core.commands import StrPath
 from executor._core.errors import ExecutorError
 from executor._core.proc import proc_stat
-from executor._local import linux
+from executor._local import cgroup, linux, seccomp
 from executor._local.landlock import LandlockRules, abi_version
 from executor._local.process import Spawned
 
 __all__ = [
     "Backend",
+    "LandlockLauncher",
     "Sandbox",
     "SandboxServer",
     "SandboxSupport",
 ]
 
-Backend = Literal["auto", "bubblewrap", "landlock"]
+# "bwrap" is another spelling of "bubblewrap" (the program's name); it is kept as "bubblewrap".
+Backend = Literal["auto", "bubblewrap", "bwrap", "landlock"]
 _BACKENDS = ("auto", "bubblewrap", "landlock")
+_SPELLINGS = {"bwrap": "bubblewrap"}
 # What `prlimit` calls each rlimit, by the Sandbox field that sets it.
 _RLIMITS = {
     "address_space": "--as",
@@ -134,7 +145,11 @@ def _positive(_: object, attribute: attrs.Attribute[int | None], value: int | No
 
 def _backend(_: object, attribute: attrs.Attribute[str], value: str) -> None:
     if value not in _BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(_BACKENDS)}; got {value!r}")
+        raise ValueError(f"backend must be one of {', '.join(_BACKENDS)} (or bwrap); got {value!r}")
+
+
+def _spelled(value: Backend) -> Backend:
+    return _SPELLINGS.get(value, value) if isinstance(value, str) else value  # type: ignore[return-value]
 
 
 def _no_blank(_: object, attribute: attrs.Attribute[Any], value: tuple[str, ...] | None) -> None:
@@ -159,6 +174,14 @@ class SandboxSupport:
         cgroup_controllers: The cgroup v2 controllers delegated to this
             process (enabled there and writable by it).
         prlimit: The `prlimit` program (util-linux), which sets the rlimits.
+        seccomp: Whether the system call filter can be installed: seccomp
+            filters in the kernel, on an architecture the filter knows
+            (x86_64, aarch64).
+        keyrings: Whether the kernel has keyrings (`/proc/keys`); each
+            sandboxed command then gets a fresh session keyring.
+        tiocsti: Whether the kernel lets a program type into its terminal
+            with `TIOCSTI` (`dev.tty.legacy_tiocsti`); the filter denies it
+            either way.
 
     """
 
@@ -170,11 +193,94 @@ class SandboxSupport:
     cgroup2: str | None
     cgroup_controllers: frozenset[str]
     prlimit: str | None
+    seccomp: bool = False
+    keyrings: bool = False
+    tiocsti: bool = True
 
     @property
     def bubblewrap_works(self) -> bool:
         """Whether `bwrap` is installed and a trial sandbox ran."""
         return self.bubblewrap is not None and not self.bubblewrap_error
+
+    def protections(self, backend: str, *, syscall_filter: bool = True) -> dict[str, str]:
+        """How each protection holds under `backend` on this machine ("missing: ..." if not).
+
+        Args:
+            backend: `"bubblewrap"` (or `"bwrap"`) or `"landlock"`.
+            syscall_filter: Whether the sandbox asks for the system call filter.
+
+        Raises:
+            ValueError: `backend` is not one of those.
+
+        """
+        backend = _SPELLINGS.get(backend, backend)
+        if backend not in ("bubblewrap", "landlock"):
+            raise ValueError(f"backend must be bubblewrap or landlock; got {backend!r}")
+        bwrap = backend == "bubblewrap"
+        filtered = syscall_filter and self.seccomp
+        if not syscall_filter:
+            seccomp_state = "missing: turned off (syscall_filter=False)"
+        elif self.seccomp:
+            seccomp_state = "on (seccomp, EPERM for each denied call)"
+        else:
+            seccomp_state = (
+                "missing: the kernel has no seccomp filters, or the filter does not know "
+                "this architecture (x86_64, aarch64)"
+            )
+        filter_says = "denied by the filter" if filtered else "missing: no system call filter"
+        keyring = "a fresh session keyring per command" if self.keyrings else "no keyrings"
+        if bwrap:
+            memory = "each command in a PID namespace of its own; its init is not dumpable"
+            leftovers = "each command's PID namespace ends with it"
+            ipc = "an IPC namespace per command"
+            sockets = (
+                "/run, /tmp, /dev/shm and hidden homes are fresh for each command; a "
+                "named socket in any other readable folder stays reachable"
+            )
+        else:
+            memory = (
+                "commands start from a launcher process outside the executor; each in a "
+                "Landlock domain of its own, its init not dumpable"
+            )
+            leftovers = (
+                "each command's init is a child subreaper that kills what the command "
+                "left; the launcher kills what a killed init left"
+            )
+            if self.root:
+                ipc = "an IPC namespace per command"
+            elif filtered:
+                ipc = "SysV IPC denied by the filter (no IPC namespace for a user)"
+            else:
+                ipc = "missing: no IPC namespace for a user, and no system call filter"
+            sockets = (
+                "an empty /run; a named socket in any other readable folder (/tmp "
+                "included) stays reachable"
+                if self.root
+                else "every named socket this user may reach stays reachable (/run and /tmp too)"
+            )
+        if bwrap:
+            signals_out = "no host process in sight (PID namespace)"
+        elif self.landlock_abi >= 6:
+            signals_out = "none outside the command's Landlock domain (ABI 6)"
+        else:
+            signals_out = (
+                f"missing: Landlock ABI 6 (Linux 6.12) scopes signals; this kernel has "
+                f"{self.landlock_abi}, so a command may signal the user's other processes"
+            )
+        return {
+            "system call filter": seccomp_state,
+            "executor's memory and environment": memory,
+            "signals to host processes": signals_out,
+            "processes left behind": leftovers,
+            "host keyrings": f"{keyring}; keyctl, add_key, request_key {filter_says}"
+            if filtered
+            else f"missing: {keyring}, but keyctl is not filtered",
+            "host SysV IPC": ipc,
+            "host terminals (TIOCSTI, TIOCLINUX)": filter_says,
+            "kernel extension points (bpf, perf, modules, kexec), mounts, new user "
+            "namespaces": filter_says,
+            "named unix sockets": sockets,
+        }
 
     def __str__(self) -> str:
         bwrap = (
@@ -192,6 +298,16 @@ class SandboxSupport:
                 f"cgroup v2: {self.cgroup2 or 'none'}; delegated controllers: "
                 + (", ".join(sorted(self.cgroup_controllers)) or "none"),
                 f"prlimit: {self.prlimit or 'not installed (util-linux)'}",
+                # What LocalExecutor(memory=, pids=) and its kills use without a sandbox.
+                f"unsandboxed commands' cgroups: {cgroup.probe().describe()}",
+                f"system call filter: {'available' if self.seccomp else 'not available'}",
+                f"keyrings: {'yes' if self.keyrings else 'none'}",
+                f"TIOCSTI: {'allowed by the kernel' if self.tiocsti else 'off in the kernel'}",
+                *(
+                    f"{backend}: {name}: {state}"
+                    for backend in ("bubblewrap", "landlock")
+                    for name, state in self.protections(backend).items()
+                ),
             ]
         )
 
@@ -211,8 +327,9 @@ class Sandbox:
     (`ExecutorError` saying what is missing); it never runs unconfined.
 
     Args:
-        backend: `"bubblewrap"`, `"landlock"`, or `"auto"`: bubblewrap where
-            it works, else Landlock where it can give what is asked.
+        backend: `"bubblewrap"` (or `"bwrap"`), `"landlock"`, or `"auto"`:
+            bubblewrap where it works, else Landlock where it can give what
+            is asked.
         writable: Paths commands may write (relative ones join onto the
             workdir). `None` means the workdir; `()` means nothing.
         readable: Paths that stay readable inside hidden places (the home
@@ -231,10 +348,16 @@ class Sandbox:
             of the sandbox's user namespace). Not enforced for root, so refused there.
         memory: cgroup v2 `memory.max` in bytes for the whole command.
         pids: cgroup v2 `pids.max` for the whole command.
+        syscall_filter: Install the system call filter
+            (`executor._local.seccomp`: no keyrings, no typing into
+            terminals, no bpf, perf, modules, kexec, mounts or new user
+            namespaces; under Landlock run by a user, no SysV IPC). On by
+            default; a machine that cannot give it refuses the sandbox
+            unless it is turned off here.
 
     """
 
-    backend: Backend = attrs.field(default="auto", validator=_backend)
+    backend: Backend = attrs.field(default="auto", converter=_spelled, validator=_backend)
     writable: tuple[str, ...] | None = attrs.field(
         default=None, converter=_paths, validator=_no_blank
     )
@@ -248,6 +371,7 @@ class Sandbox:
     processes: int | None = attrs.field(default=None, validator=_positive)
     memory: int | None = attrs.field(default=None, validator=_positive)
     pids: int | None = attrs.field(default=None, validator=_positive)
+    syscall_filter: bool = True
 
     def __repr__(self) -> str:
         # Only what differs from the defaults: the repr sits inside an executor's.
@@ -310,6 +434,13 @@ class Sandbox:
                     f"turning the network off needs Landlock ABI 4 (Linux 6.7+), "
                     f"this kernel has {support.landlock_abi}"
                 )
+        if self.syscall_filter and not support.seccomp:
+            lacks.append(
+                "the system call filter needs seccomp filters in the kernel "
+                "(CONFIG_SECCOMP_FILTER) and x86_64 or aarch64; Sandbox(syscall_filter=False) "
+                "runs without it, leaving the keyrings, terminals (TIOCSTI) and, under "
+                "Landlock run by a user, SysV IPC within reach"
+            )
         # Under bubblewrap the command's init sets them (`executor._local.sandbox_server`).
         if backend == "landlock" and self.rlimits() and support.prlimit is None:
             lacks.append("resource limits need prlimit (util-linux)")
@@ -334,6 +465,21 @@ class Sandbox:
                     "address_space= and processes= (rlimits)"
                 )
         return lacks
+
+    def filter_program(self, backend: str) -> bytes | None:
+        """The system call filter for `backend`'s commands, or None when turned off.
+
+        SysV IPC is allowed only where each command has an IPC namespace of
+        its own: under bubblewrap, and under Landlock run by root.
+
+        Raises:
+            OSError: The filter does not know this machine's architecture.
+
+        """
+        if not self.syscall_filter:
+            return None
+        backend = _SPELLINGS.get(backend, backend)
+        return seccomp.program(sysv_ipc=backend == "bubblewrap" or os.geteuid() == 0)
 
     def hidden(self) -> tuple[str, ...]:
         """The folders hidden from commands: the home folder, unless `home` is set."""
@@ -402,12 +548,15 @@ class Sandbox:
         workdir: str,
         read_only: bool,
         pty: bool,
+        seccomp_fd: int | None = None,
     ) -> list[str]:
         """The one `bwrap` command line that runs `argv` as the sandbox would, in `cwd`.
 
         `LocalExecutor` builds the sandbox once and starts each command in it
         (see `SandboxServer`); this line is the same sandbox made for a single
-        command, for running by hand or measuring against.
+        command, for running by hand or measuring against. `seccomp_fd`, a
+        descriptor the `bwrap` process inherits holding `filter_program()`,
+        adds the system call filter (`--seccomp`).
 
         Raises:
             ExecutorError: A writable or readable path does not exist.
@@ -417,6 +566,8 @@ class Sandbox:
             *self.rlimit_argv(support),
             *self.bubblewrap_options(support, workdir, read_only)[0],
         ]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         args += ["--die-with-parent", "--new-session", "--chdir", cwd, "--"]
         if pty:
             args += [_setsid(), "--ctty", "--"]
@@ -484,7 +635,9 @@ class Sandbox:
         cat = shutil.which("cat")
         if cat is None:
             raise ExecutorError("a bubblewrap sandbox needs cat (coreutils), not found in PATH")
+        code = self.filter_program("bubblewrap")
         return {
+            "filter": None if code is None else code.hex(),
             "bwrap": options,
             "cat": cat,
             "fresh": fresh,
@@ -502,6 +655,7 @@ class Sandbox:
             readable=self.readable_paths(workdir),
             hidden=self.hidden(),
             network=self.network,
+            syscall_filter=self.syscall_filter,
         )
 
 
@@ -516,6 +670,7 @@ def _setsid() -> str:
 # pidfd_send_signal's flag (Linux 6.9+): to the target's process group.
 _PIDFD_SIGNAL_PROCESS_GROUP = 4
 _SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_server.py")
+_LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock_launcher.py")
 # A request larger than this goes through a memfd: a datagram is bounded by
 # the socket's buffer, and an environment or a script can be large.
 _INLINE = 1 << 16
@@ -541,6 +696,10 @@ class SandboxServer:
     The server ends when `aclose` or `close` is called, when this object is
     collected, or when this process dies; every sandbox of it dies with it.
     """
+
+    # The program that serves, and what its sandboxes are called in errors.
+    _program: str = _SERVER
+    _kind: str = "bubblewrap"
 
     def __init__(self, config: dict[str, Any]) -> None:
         """Hold `config` (see `Sandbox.server_config`); nothing starts until the first command.
@@ -740,26 +899,14 @@ class SandboxServer:
             )
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            os.set_inheritable(theirs.fileno(), True)
-            argv = [sys.executable, "-I", "-S", _SERVER, str(theirs.fileno())]
-            # Its own session, and /dev/null for stdin and stdout; stderr is
-            # ours, for what a broken interpreter says.
-            self._pid = os.posix_spawn(  # noqa: ASYNC221 (a spawn, as every command's)
-                sys.executable,
-                argv,
-                dict(os.environ),
-                file_actions=[
-                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                ],
-                setsid=True,
-            )
-        except OSError as error:
+            self._pid, self._pidfd = await self._spawn_server(ours, theirs)
+        except (OSError, ExecutorError) as error:
             ours.close()
-            raise ExecutorError(f"cannot start the sandbox server: {error}") from error
+            raise ExecutorError(
+                f"cannot start the {self._kind} sandbox's server: {error}"
+            ) from error
         finally:
             theirs.close()
-        self._pidfd = os.pidfd_open(self._pid)
         self._control = ours
         self._finalizer = weakref.finalize(
             self, _stop, ours, self._pid, self._pidfd, None, self._spares
@@ -772,18 +919,45 @@ class SandboxServer:
             data, received = _recv(ours)
         except BlockingIOError:
             raise ExecutorError(
-                f"the bubblewrap sandbox took over {_START_TIMEOUT:g} s to build"
+                f"the {self._kind} sandbox took over {_START_TIMEOUT:g} s to build"
             ) from None
+        except OSError as error:
+            raise ExecutorError(
+                f"cannot build the {self._kind} sandbox: its server ended ({error})"
+            ) from error
         reply = json.loads(data) if data.startswith(b"{") else {"error": "its server ended"}
         if "error" in reply or len(received) != 1:
             for fd in received:
                 os.close(fd)
-            raise ExecutorError(f"cannot build the bubblewrap sandbox: {reply.get('error')}")
+            raise ExecutorError(f"cannot build the {self._kind} sandbox: {reply.get('error')}")
         self.ptmx = received[0]
         self._finalizer.detach()
         self._finalizer = weakref.finalize(
             self, _stop, ours, self._pid, self._pidfd, self.ptmx, self._spares
         )
+
+    async def _spawn_server(self, ours: socket.socket, theirs: socket.socket) -> tuple[int, int]:
+        """Start the server with `theirs` as its control socket; its pid and a pidfd of it.
+
+        Raises:
+            OSError: It could not be started.
+
+        """
+        os.set_inheritable(theirs.fileno(), True)
+        argv = [sys.executable, "-I", "-S", self._program, str(theirs.fileno())]
+        # Its own session, and /dev/null for stdin and stdout; stderr is
+        # ours, for what a broken interpreter says.
+        pid = os.posix_spawn(  # noqa: ASYNC221 (a spawn, as every command's)
+            sys.executable,
+            argv,
+            dict(os.environ),
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+            ],
+            setsid=True,
+        )
+        return pid, os.pidfd_open(pid)
 
     def retire(self) -> None:
         """Take no more commands; the server ends once those it runs have ended."""
@@ -846,6 +1020,130 @@ class SandboxServer:
         if self.ptmx is not None:
             os.close(self.ptmx)
             self.ptmx = None
+
+
+class LandlockLauncher(SandboxServer):
+    """The process that starts the commands of one Landlock rule set, outside this one.
+
+    `executor._local.landlock_launcher` in a bare interpreter with an empty
+    environment: it builds the rule set once and forks, ahead of each
+    command, an init that restricts itself with it (a Landlock domain of its
+    own), installs the system call filter and starts the command (see that
+    module). It speaks the bubblewrap server's protocol, so commands start
+    as they do under bubblewrap (`spawn_served`), and it ends the same ways.
+    Nothing of this process is in any Landlock domain: a command can neither
+    trace it nor read its memory, environment or `/proc` files.
+    """
+
+    _program = _LAUNCHER
+    _kind = "Landlock"
+
+    def __init__(self, rules: LandlockRules, abi: int) -> None:
+        """Hold what the launcher is told; nothing starts until the first command.
+
+        Args:
+            rules: What its commands may touch.
+            abi: The kernel's Landlock ABI (from `abi_version`), at least 1.
+
+        """
+        root = os.geteuid() == 0
+        code = seccomp.program(sysv_ipc=root) if rules.syscall_filter else None
+        self.rules = rules
+        super().__init__(
+            {
+                "rules": rules.as_json(),
+                "abi": abi,
+                "root": root,
+                "filter": None if code is None else code.hex(),
+                "warm": 2,
+                # Landlock's rules hold the paths' inodes already; nothing to watch.
+                "bound": [],
+            }
+        )
+
+    async def _spawn_server(self, ours: socket.socket, theirs: socket.socket) -> tuple[int, int]:
+        """Have the zygote fork the launcher; it says its pid, with a pidfd of it.
+
+        Raises:
+            OSError: The zygote could not be started, or the launcher did not say.
+
+        """
+        _zygote().launch(theirs)
+        theirs.close()
+        ours.setblocking(False)
+        with anyio.move_on_after(_START_TIMEOUT):
+            await anyio.wait_readable(ours)
+        data, fds = _recv(ours)
+        if not data.isdigit() or len(fds) != 1:
+            _close_fds(fds)
+            raise OSError(errno.EIO, "the Landlock launcher did not start")
+        return int(data), fds[0]
+
+
+class _Zygote:
+    """The process that forks every Landlock launcher of this process (see `landlock_launcher`).
+
+    Started once, the first time a launcher is needed, in a bare
+    interpreter with an empty environment; each launcher after that is a
+    fork of it, not an interpreter's start. It holds nothing of any
+    executor, and ends with this process (its requests socket ends then).
+    """
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            os.set_inheritable(theirs.fileno(), True)
+            self.pid = os.posix_spawn(
+                sys.executable,
+                [sys.executable, "-I", "-S", _LAUNCHER, "zygote", str(theirs.fileno())],
+                {},
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                ],
+                setsid=True,
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.requests = ours
+        self.owner = os.getpid()
+
+    def launch(self, control: socket.socket) -> None:
+        """Ask for a launcher whose control socket is `control` (a datagram: never blocks long).
+
+        Raises:
+            OSError: The zygote has ended.
+
+        """
+        self.requests.sendmsg(
+            [b"launch"],
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [control.fileno()]))],
+        )
+
+    def ended(self) -> bool:
+        """Whether the zygote has ended (it is then reaped)."""
+        try:
+            return os.waitpid(self.pid, os.WNOHANG)[0] != 0
+        except ChildProcessError:
+            return True
+
+
+_zygote_lock = threading.Lock()
+_zygotes: list[_Zygote] = []
+
+
+def _zygote() -> _Zygote:
+    """This process's zygote, started (again) when there is none."""
+    with _zygote_lock:
+        # A forked child of this process has no zygote of its own yet.
+        if _zygotes and (_zygotes[0].owner != os.getpid() or _zygotes[0].ended()):
+            _zygotes.pop().requests.close()
+        if not _zygotes:
+            _zygotes.append(_Zygote())
+        return _zygotes[0]
 
 
 def _stop(
@@ -1055,6 +1353,9 @@ def _probe() -> SandboxSupport:
         cgroup2=cgroup,
         cgroup_controllers=controllers,
         prlimit=shutil.which("prlimit"),
+        seccomp=seccomp.supported(),
+        keyrings=os.path.exists("/proc/keys"),
+        tiocsti=linux.read_text("/proc/sys/dev/tty/legacy_tiocsti") != "0",
     )
 
 

@@ -44,23 +44,38 @@ import signal
 import socket
 import struct
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 if TYPE_CHECKING:
-    from executor._local import linux
+    from executor._local import linux, seccomp
 else:
 
     def _sibling(name: str) -> Any:
-        """A module of the package loaded by its file, the package itself not importable here."""
-        import importlib.util
+        """A module of the package loaded by its file, the package itself not importable here.
 
+        Each is loaded once (the server and the launcher share them), through
+        the loader the interpreter starts with, which keeps the compiled
+        code in `__pycache__` as an import does.
+        """
+        import types
+        from importlib.machinery import SourceFileLoader
+
+        key = f"executor_sandbox_{name}"
+        if key in sys.modules:
+            return sys.modules[key]
         path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
-        spec = importlib.util.spec_from_file_location(f"executor_sandbox_{name}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        loader = SourceFileLoader(key, path)
+        module = types.ModuleType(key)
+        module.__file__ = path
+        module.__loader__ = loader
+        # Registered first: what the module defines may look itself up while made.
+        sys.modules[key] = module
+        loader.exec_module(module)
         return module
 
     linux = _sibling("linux")
+    seccomp = _sibling("seccomp")
 
 _TIOCSCTTY = 0x540E
 _NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1): the user namespace that owns a namespace
@@ -86,7 +101,7 @@ _SIGNALS = tuple(
 _REQUEST_SIZE = (1 << 16) + (1 << 12)
 
 
-def _quiet_signals() -> None:
+def quiet_signals() -> None:
     """In a child: no wakeup descriptor, and SIGCHLD back to its default."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -141,7 +156,7 @@ def _launch(config: dict[str, Any], channel: socket.socket, server: int) -> None
     Sends init's pid and a pidfd of it to the server on `channel`, then
     stays, waiting on init, so that init's parent-death signal holds.
     """
-    _quiet_signals()
+    quiet_signals()
     try:
         linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL, "prctl(PR_SET_PDEATHSIG)")
         if os.getppid() != server:
@@ -209,6 +224,9 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
             None,
         )
         _own_ids(config)
+        # Keys the executor's process holds stay its own: the command starts
+        # in an empty session keyring (and the filter denies every keyring call).
+        seccomp.fresh_session_keyring()
         # Nothing of the host's for the command to reach through init: not
         # the executor's stderr (init's own 0-2 are /dev/null), and, as init
         # is not dumpable, not init's memory or descriptors at all.
@@ -219,6 +237,9 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
         # Init needs no capability past its mounts: it waits without any.
         _drop_capabilities()
         linux.prctl(linux.PR_SET_DUMPABLE, 0, "prctl(PR_SET_DUMPABLE)")
+        if config.get("filter") is not None:
+            # Last: init itself then only waits, spawns and kills, which it allows.
+            seccomp.install(bytes.fromhex(config["filter"]))
         keep = channel.fileno()
         for fd in map(int, os.listdir("/proc/self/fd")):
             if fd > 2 and fd != keep:
@@ -228,9 +249,18 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
         with contextlib.suppress(OSError):
             channel.send(json.dumps({"error": f"cannot set up the sandbox: {error}"}).encode())
         os._exit(1)
+    serve_command(channel, _end_namespace)
+
+
+def serve_command(channel: socket.socket, end: Callable[[], None]) -> NoReturn:
+    """Init's second half: say it is ready, await the command on `channel`, run it, report its end.
+
+    `end` kills and reaps whatever the command left once it has exited
+    (the Landlock launcher's init, with no PID namespace, has its own).
+    """
     channel.send(b"ready")
     try:
-        data, fds = _recv(channel)
+        data, fds = receive(channel)
     except OSError:
         os._exit(0)  # the server ended
     channel.close()
@@ -284,7 +314,8 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
         _report(status, (127 if error.errno == errno.ENOENT else 126) << 8)
     for fd in (stdin, stdout, stderr):
         os.close(fd)
-    # Init reaps whatever ends in its namespace. The command's end is the
+    # Init reaps whatever ends below it (in its PID namespace, or, as a
+    # child subreaper, what is orphaned below it). The command's end is the
     # sandbox's: what it left running is killed, and reaped, before the
     # status goes out, so nothing of the command outlives its report.
     while True:
@@ -295,7 +326,7 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
         except ChildProcessError:
             _fail(status, "the command vanished")
         if pid == command:
-            _end_namespace()
+            end()
             _report(status, wait_status)
 
 
@@ -390,7 +421,8 @@ def _fork_on_terminal(program: str, argv: list[str], env: dict[str, str], termin
         os._exit(126)
 
 
-def _recv(sock: socket.socket) -> tuple[bytes, list[int]]:
+def receive(sock: socket.socket) -> tuple[bytes, list[int]]:
+    """One request (or reply) from `sock`, with the descriptors it carried."""
     return linux.receive(sock, _REQUEST_SIZE, _MAX_FDS)
 
 
@@ -401,7 +433,16 @@ def _start_holder(config: dict[str, Any]) -> tuple[int, int]:
     from_cat_r, from_cat_w = os.pipe()
     errors_r, errors_w = os.pipe()
     os.set_inheritable(info_w, True)
-    argv = [*config["bwrap"], "--info-fd", str(info_w), "--die-with-parent", "--", config["cat"]]
+    argv = [*config["bwrap"], "--info-fd", str(info_w), "--die-with-parent"]
+    program = -1
+    if config.get("filter") is not None:
+        # The process bwrap leaves in the sandbox (`cat`) runs under the filter too.
+        program = os.memfd_create("executor-seccomp", 0)
+        os.set_inheritable(program, True)
+        os.write(program, bytes.fromhex(config["filter"]))
+        os.lseek(program, 0, os.SEEK_SET)
+        argv += ["--seccomp", str(program)]
+    argv += ["--", config["cat"]]
     pid = os.fork()
     if pid == 0:
         try:
@@ -413,6 +454,8 @@ def _start_holder(config: dict[str, Any]) -> tuple[int, int]:
             os._exit(127)
     for fd in (info_w, to_cat_r, from_cat_w, errors_w):
         os.close(fd)
+    if program >= 0:
+        os.close(program)
     report = b""
     while chunk := os.read(info_r, 4096):
         report += chunk
@@ -492,7 +535,7 @@ class _Warm:
 
         """
         while self.init is None or not self.set_up:
-            data, fds = _recv(self.channel)
+            data, fds = receive(self.channel)
             if len(data) == 4 and len(fds) == 1:
                 self.init, self.pidfd = struct.unpack("i", data)[0], fds[0]
             elif data == b"ready":
@@ -509,7 +552,7 @@ class _Warm:
 def main() -> None:
     """Serve requests on the control socket until it ends."""
     control = socket.socket(fileno=int(sys.argv[1]))
-    data, _ = _recv(control)
+    data, _ = receive(control)
     config = json.loads(data)
     # No parent-death signal here: it follows the thread that started the
     # server, not the process. The control socket ends when the process does.
@@ -542,7 +585,7 @@ def main() -> None:
             if wake_r in ready:
                 _reap(wake_r, children, holder)
             if control.fileno() in ready:
-                data, fds = _recv(control)
+                data, fds = receive(control)
                 if not data:
                     return
                 if data == b"retire":
@@ -559,7 +602,7 @@ def main() -> None:
                 else:
                     sandbox = warm.pop(0) if warm else _Warm(config)
                     children.add(sandbox.pid)
-                    _hand_over(sandbox, fds[0])
+                    hand_over(sandbox, fds[0])
                     while len(warm) < int(config.get("warm", 1)):
                         warm.append(_Warm(config))
                         children.add(warm[-1].pid)
@@ -596,7 +639,18 @@ def _reap(wake: int, children: set[int], holder: int) -> None:
         children.discard(pid)
 
 
-def _hand_over(sandbox: _Warm, reply_fd: int) -> None:
+class Made(Protocol):
+    """A sandbox made ahead of its command (this server's, or the Landlock launcher's)."""
+
+    channel: socket.socket
+    pidfd: int | None
+
+    def ready(self) -> tuple[int, int]:
+        """Init's pid and a pidfd of it, once init is set up."""
+        ...
+
+
+def hand_over(sandbox: Made, reply_fd: int) -> None:
     """Send a made sandbox to the executor: its init's pid, a pidfd of it, and its channel.
 
     The executor sends the command on the channel, straight to init.

@@ -19,7 +19,7 @@ import anyio
 from executor._core.errors import ExecutorError
 from executor._core.output import CommandOutput, OutputBuffer
 from executor._core.session import ProcessSession
-from executor._local.process import ProcessRun, Spawned, kill_tree
+from executor._local.process import ProcessRun, Spawned, end_tree
 
 __all__ = ["LocalSession"]
 
@@ -76,6 +76,7 @@ class LocalSession(ProcessSession):
             timeout=self._timeout,
             kill_grace=self._kill_grace,
             drain_timeout=self._drain_timeout,
+            keep_tree=True,
         )
         return await run.run()
 
@@ -121,17 +122,12 @@ class LocalSession(ProcessSession):
         spawned = self._spawned
         if spawned is None:
             return
-        # The group id is pinned only while the leader is unreaped; after that
-        # the tree is found by its tag (and parent links) alone, as ProcessRun does.
-        await kill_tree(
-            spawned.tag,
-            grace=self._kill_grace if grace is None else grace,
-            group=spawned.group,
-            since=spawned.started,
-        )
-        spawned.end_served()
+        # As ProcessRun does: through the supervisor's shim, or by tag and group.
+        await end_tree(spawned, grace=self._kill_grace if grace is None else grace)
 
     async def _release(self) -> None:
+        if self._spawned is not None:
+            self._spawned.close()  # what the run kept for `_terminate`
         self._close_stdin_fd()
         master, self._master = self._master, None
         if master is not None:

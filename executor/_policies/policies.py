@@ -12,20 +12,23 @@ import inspect
 import os
 import shlex
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Literal, Protocol, TypeAlias
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 import anyio
 import attrs
 
 from executor._core.base import Sink, ToolExecutor, call_sink
 from executor._core.cleanup import run_to_completion
-from executor._core.commands import Command, Exec, ReadFile, Shell, WriteFile
+from executor._core.commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile
 from executor._core.errors import CommandError, PolicyDenied, outcome_of
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.session import ProcessSession, WrappedSession
 from executor._core.wrappers import CheckedExecutor, WrappedExecutor
 from executor._policies.verdict import Verdict
+
+if TYPE_CHECKING:
+    from executor._core.shell import PersistentShell
 
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",
@@ -202,6 +205,18 @@ class Secrets(CheckedExecutor):
     async def check(self, cmd: Command) -> Command:
         """Return `cmd` with the credential variables removed."""
         return cmd.with_env_removed(*self.patterns, keep=self.keep)
+
+    def shell(
+        self,
+        *,
+        login: bool | None = None,
+        cwd: StrPath | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> PersistentShell:
+        """A shell started without credentials, each run's output and each job's redacted."""
+        shell = super().shell(login=login, cwd=cwd, env=env)
+        shell.change_start(lambda start: start.with_env_removed(*self.patterns, keep=self.keep))
+        return shell
 
     async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
         """Start a session without credentials, its chunks and final output redacted.

@@ -1,14 +1,18 @@
 """Policies on parsed commands: allow and deny rules, and dangerous-command detection.
 
-Both are `CheckedExecutor`s: they parse a command with `executor._shell.parser` (so
-`ls; rm -rf x`, `$(...)`, pipes, `&&` and `sh -c '...'` nesting are all
-seen), judge every simple command in it, and raise `PolicyDenied` naming the
-rule and the command, or pass the command on unchanged. A script that cannot
+Both are `CheckedExecutor`s: they parse a command with `executor._shell.parser`
+(tree-sitter-bash, so `ls; rm -rf x`, `$(...)`, pipes, `&&`, `case`, `[[ ]]`,
+here-documents and `sh -c '...'` nesting are all seen), judge every simple
+command in it with its redirects and assignments, and raise `PolicyDenied`
+naming the rule and the piece of script (and, where a plainer spelling would
+pass, what to write), or pass the command on unchanged. A script that cannot
 be parsed is refused with `ShellParseError`.
 
-- `CommandRules(inner, allow=..., deny=...)`: argv-prefix rules. With `allow`,
-  every simple command anywhere in a script must match one (fail closed);
-  `deny` refuses a script when any command matches.
+- `CommandRules(inner, allow=..., deny=..., allow_writes=...)`: argv-prefix
+  rules. With `allow`, every simple command anywhere in a script must match
+  one (fail closed), redirects may write only to `/dev/null`, descriptors and
+  `allow_writes` paths, and `PATH`, `IFS` and the loader's variables stay as
+  they are; `deny` refuses a script when any command matches.
 - `DangerousCommands(inner)`: refuses the commands in `RULES` (fork bombs,
   `rm -rf /` in any spelling, disk formatting, writes into /etc, ~/.ssh or
   git hooks, `curl ... | sh`, ...); `check_script` is the same judgement as
@@ -39,6 +43,7 @@ from executor._core.commands import Command, Exec, ReadFile, Shell, WriteFile
 from executor._core.errors import PolicyDenied
 from executor._core.wrappers import CheckedExecutor
 from executor._shell.parser import (
+    Redirect,
     ShellParseError,
     SimpleCommand,
     Word,
@@ -51,6 +56,7 @@ from executor._shell.parser import (
 
 __all__ = [
     "RULES",
+    "RUN_VARIABLES",
     "CommandRules",
     "DangerousCommands",
     "Finding",
@@ -153,11 +159,22 @@ class CommandRules(CheckedExecutor):
     pipelines, `sh -c`, the program behind `sudo` or `xargs`, a shell's code
     given on stdin) must match an allow rule, and a wrapper is a command too:
     `timeout 5 ls` needs `timeout` allowed as well as `ls`. Calls of shell
-    functions the script defines are allowed, as their bodies are checked.
-    A command whose program or code is only known at run time (`$X args`,
-    `sh -c "$X"`, `curl ... | sh`) is refused. An allowed interpreter runs
-    whatever code it is given: allowing `python3` allows `python3 -c ...`
-    and a `#!/usr/bin/env python3` script.
+    functions the script defines are allowed, as their bodies are checked,
+    and so are the tests `[ ... ]` and `test ...` (they run nothing; the
+    shell's `[[ ]]` and `(( ))` are not commands at all). A command whose
+    program or code is only known at run time (`$X args`, `sh -c "$X"`,
+    `curl ... | sh`) is refused. An allowed interpreter runs whatever code
+    it is given: allowing `python3` allows `python3 -c ...` and a
+    `#!/usr/bin/env python3` script.
+
+    With `allow`, the script may not change what runs either: a redirect
+    that writes a file (`>`, `>>`, `>|`, `&>`, `<>`) is refused unless its
+    target is `/dev/null` (or `/dev/stdout`, `/dev/stderr`), a descriptor
+    (`2>&1`), or a path an `allow_writes` pattern matches; and setting
+    `PATH`, `IFS`, `LD_PRELOAD`, `LD_LIBRARY_PATH`, `BASH_ENV`, `ENV` and the
+    other variables in `RUN_VARIABLES` is refused, in front of a command
+    (`PATH=bin:$PATH ls` runs a planted `bin/ls`), alone, through `export`,
+    `declare`, `env` or a `for` loop.
 
     `deny` refuses a script when any command in it matches a deny rule
     (brace expansion applied, and names compared after NFKC normalisation).
@@ -172,6 +189,10 @@ class CommandRules(CheckedExecutor):
         allow: Allow rules; `None` allows every command no deny rule matches.
         deny: Deny rules, checked before the allow rules.
         allow_files: Whether file reads and writes pass.
+        allow_writes: Glob patterns (`fnmatch`, where `*` also matches `/`) of
+            the paths redirects may write under `allow`, matched against the
+            path as written, `.` and `..` resolved (`"build/*"`, `"*.log"`,
+            `"/tmp/*"`). A target computed at run time matches none.
 
     """
 
@@ -182,16 +203,24 @@ class CommandRules(CheckedExecutor):
         allow: Iterable[Rule] | None = None,
         deny: Iterable[Rule] = (),
         allow_files: bool = True,
+        allow_writes: Iterable[str] = (),
     ) -> None:
         super().__init__(inner)
         self.allow = None if allow is None else tuple(_compile(rule) for rule in allow)
         self.deny = tuple(_compile(rule) for rule in deny)
         self.allow_files = allow_files
+        if isinstance(allow_writes, str):
+            allow_writes = [allow_writes]
+        self.allow_writes = tuple(allow_writes)
+        for pattern in self.allow_writes:
+            if not isinstance(pattern, str) or not pattern:
+                raise ValueError(f"an allow_writes pattern is a non-empty string, got {pattern!r}")
 
     def __repr__(self) -> str:
         allow = None if self.allow is None else [rule.text for rule in self.allow]
         deny = [rule.text for rule in self.deny]
-        return f"CommandRules({self.inner!r}, allow={allow!r}, deny={deny!r})"
+        writes = f", allow_writes={list(self.allow_writes)!r}" if self.allow_writes else ""
+        return f"CommandRules({self.inner!r}, allow={allow!r}, deny={deny!r}{writes})"
 
     async def check(self, cmd: Command) -> Command:
         """Return `cmd` if the rules allow it; raise `PolicyDenied` naming the rule if not."""
@@ -225,10 +254,51 @@ class CommandRules(CheckedExecutor):
         for command in commands:
             reason = self._allow_reason(command, defined)
             if reason is not None:
-                return f"refused by the allow rules: {reason}: {command.describe()}"
+                text, hint = reason
+                message = f"refused by the allow rules: {text}: {command.describe()}"
+                return f"{message}; {hint}" if hint else message
         return None
 
-    def _allow_reason(self, command: SimpleCommand, defined: frozenset[str]) -> str | None:
+    def _allow_reason(
+        self, command: SimpleCommand, defined: frozenset[str]
+    ) -> tuple[str, str] | None:
+        for redirect in command.redirects:
+            reason = self._redirect_reason(redirect)
+            if reason is not None:
+                return reason
+        variable = _run_variable(command)
+        if variable is not None:
+            return (
+                f"setting {variable} changes which program runs or how",
+                "run the program by its full path instead (/usr/bin/ls, ./bin/tool), "
+                "and leave PATH and the loader alone",
+            )
+        program = self._program_reason(command, defined)
+        return None if program is None else (program, _program_hint(command))
+
+    def _redirect_reason(self, redirect: Redirect) -> tuple[str, str] | None:
+        if not redirect.writes or redirect.target is None:
+            return None
+        target = redirect.target
+        spelled = f"{redirect.fd if redirect.fd is not None else ''}{redirect.op} {target.raw}"
+        hint = (
+            "send the output to /dev/null, or leave the redirect out and write files "
+            "with the file-writing tool"
+        )
+        if not target.static:
+            return f"the redirect {spelled} writes a file only known at run time", hint
+        path = target.value
+        if path in _HARMLESS_TARGETS:
+            return None
+        normal = posixpath.normpath(path) if path else path
+        if any(fnmatchcase(normal, pattern) for pattern in self.allow_writes):
+            return None
+        if self.allow_writes:
+            allowed = ", ".join(f'"{p}"' for p in self.allow_writes[:8])
+            hint = f"write only where allow_writes allows ({allowed}), or to /dev/null"
+        return f"the redirect {spelled} writes a file, which no allow_writes rule allows", hint
+
+    def _program_reason(self, command: SimpleCommand, defined: frozenset[str]) -> str | None:
         assert self.allow is not None
         if not command.words:
             return None
@@ -240,6 +310,8 @@ class CommandRules(CheckedExecutor):
             return f"{command.name!r} runs code read from a pipe, which cannot be checked"
         if command.name in defined and "/" not in command.words[0].value:
             return None
+        if command.words[0].value in _TESTS:
+            return None
         if not command.words[0].value.isascii():
             return f"the program name {command.words[0].value!r} is not plain ASCII"
         if any(rule.matches(command, allow=True) for rule in self.allow):
@@ -247,6 +319,63 @@ class CommandRules(CheckedExecutor):
         allowed = ", ".join(f'"{rule.text}"' for rule in self.allow[:12])
         more = ", ..." if len(self.allow) > 12 else ""
         return f"no allow rule matches (allowed: {allowed}{more})"
+
+
+# `[ -f x ]` and `test -f x` only answer yes or no: allowed with any allow list.
+_TESTS = frozenset({"[", "test"})
+# Redirect targets that write nothing anywhere.
+_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
+
+RUN_VARIABLES = frozenset(
+    {
+        "PATH", "IFS", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV",
+        "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "PS4", "GLOBIGNORE", "CDPATH",
+    }
+)  # fmt: skip
+"""Variables that change which program a command runs, or what it loads: refused under `allow`."""
+
+_DECLARERS = frozenset({"export", "declare", "typeset", "local", "readonly", "env"})
+
+
+def _assigned(command: SimpleCommand) -> list[str]:
+    """The names of the variables a command sets: in front of it, or through `export`, `env`, ..."""
+    names = [w.value.partition("=")[0] for w in command.assignments]
+    if command.name in _DECLARERS:
+        names += [w.value.partition("=")[0] for w in command.words[1:] if "=" in w.value]
+    return [name.partition("[")[0].rstrip("+") for name in names]
+
+
+def _run_variable(command: SimpleCommand) -> str | None:
+    for name in _assigned(command):
+        if name in RUN_VARIABLES or name.startswith("BASH_FUNC_"):
+            return name
+    return None
+
+
+def _program_hint(command: SimpleCommand) -> str:
+    """What to write instead of a command an allow list refuses, where something would pass."""
+    if not command.words:
+        return ""
+    if not command.name_literal:
+        return _literal_name_hint(command.words[0])
+    if command.code == "dynamic":
+        return "write the code out literally instead of computing it"
+    if command.code == "pipe":
+        return "save what it reads to a file and read that file first"
+    return ""
+
+
+def _literal_name_hint(head: Word) -> str:
+    """How to write a command's name so that a policy can read it."""
+    kinds = {part.kind for part in head.parts}
+    if kinds & {"parameter", "command", "arithmetic", "process", "unknown"}:
+        return (
+            "write the program's name out as plain text (rm, not $X, $(echo rm) or r$()m); "
+            "a name computed at run time can be any program"
+        )
+    if "glob" in kinds:
+        return "write the program's name without *, ? or [...] (a pattern can match any file)"
+    return "write the words out instead of a brace expansion ({a,b})"
 
 
 # --- DangerousCommands -----------------------------------------------------------
@@ -270,7 +399,10 @@ RULES: Mapping[str, str] = {
     "run-written-file": "running a file the same script has just written or downloaded",
     "write-etc": "writing into /etc",
     "write-ssh": "writing into an .ssh folder (keys, authorized_keys, config)",
-    "write-git-hooks": "installing git hooks (.git/hooks, core.hooksPath), which run on later git",
+    "write-git-hooks": (
+        "installing git hooks (.git/hooks, core.hooksPath, or writing .git/config, which can "
+        "set them), which run on later git commands"
+    ),
     "write-shell-startup": (
         "writing a shell startup file (~/.bashrc, ~/.profile, ...), which runs in later shells"
     ),
@@ -283,7 +415,7 @@ RULES: Mapping[str, str] = {
     "non-ascii-command-name": "a command name with non-ASCII (look-alike) characters",
     "env-hijack": (
         "setting a variable that loads code into other programs or moves cd "
-        "(LD_PRELOAD, BASH_ENV, PROMPT_COMMAND, CDPATH, ...)"
+        "(LD_PRELOAD, LD_LIBRARY_PATH, BASH_ENV, ENV, PROMPT_COMMAND, CDPATH, ...)"
     ),
     "opaque-code": (
         "running a script or inline program this policy cannot read "
@@ -301,15 +433,19 @@ class Finding:
         rule: The rule's name (a key of `RULES`, or `unparseable-script`).
         command: The offending command, as written, with where it was found.
         reason: What the rule refuses, in words.
+        hint: A plainer spelling that would pass, or what to do instead, if
+            there is one; empty otherwise.
 
     """
 
     rule: str
     command: str
     reason: str
+    hint: str = ""
 
     def __str__(self) -> str:
-        return f'rule "{self.rule}" ({self.reason}): {self.command}'
+        text = f'rule "{self.rule}" ({self.reason}): {self.command}'
+        return f"{text}; {self.hint}" if self.hint else text
 
 
 def _message(findings: Sequence[Finding]) -> str:
@@ -352,6 +488,7 @@ def check_script(
                 rule=ShellParseError.rule,
                 command=text if len(text) <= 160 else text[:157] + "...",
                 reason=f"the script could not be parsed: {error.reason}",
+                hint="check it with `bash -n`, or split it into smaller commands",
             )
         ]
     judge = _Judge(_disabled(allow), allow_interpreters, home or "", current_dir)
@@ -376,9 +513,12 @@ class DangerousCommands(CheckedExecutor):
     `timeout`, `xargs` and `find -exec`, quoting (`r""m`, `$'\\x72m'`),
     brace expansion, `${IFS}` splitting, `cd` before a relative path, and
     code fed to a shell on stdin or in a here-document. A script that cannot
-    be parsed is refused (`ShellParseError`). `WriteFile` to a protected
-    path is refused too; `ReadFile` passes; other command variants are
-    refused, as they cannot be checked.
+    be parsed is refused (`ShellParseError`). Redirect targets (`>`, `>>`,
+    `&>`, `<>`) and the files `tee`, `cp`, `mv`, `sed -i`, `dd of=`,
+    `install` and the like write are judged as `WriteFile` paths are:
+    `.git/config`, `.git/hooks`, shell startup files, `/etc`, `.ssh`,
+    devices. `WriteFile` to a protected path is refused too; `ReadFile`
+    passes; other command variants are refused, as they cannot be checked.
 
     Scripts are read as bash reads them, which covers what a POSIX `sh`
     (dash) reads; where the two would split a script differently
@@ -560,8 +700,8 @@ def _is_root_like(path: _Path) -> bool:
 # than ./x, behind the back of the `cd` the rules follow.
 _HIJACK = frozenset(
     {
-        "LD_PRELOAD", "LD_AUDIT", "BASH_ENV", "ENV", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS",
-        "PS4", "CDPATH",
+        "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "PROMPT_COMMAND",
+        "SHELLOPTS", "BASHOPTS", "PS4", "CDPATH",
     }
 )  # fmt: skip
 _DISK_TOOLS = re.compile(
@@ -586,6 +726,20 @@ _WRITERS = frozenset(
     }
 )  # fmt: skip
 _SAMPLE_PROCESSES = ("a", "init", "sshd", "python3", "Z9", "x-y.z")
+# Writers that change a file's mode, owner or attributes, not what it holds.
+_METADATA_WRITERS = frozenset({"chmod", "chown", "chgrp", "chattr", "setfacl", "touch"})
+# What to write instead, for the rules where a plainer spelling would pass.
+_HINTS = {
+    "rm-variable-target": (
+        'put a literal folder after the variable ("$DIR/build") or check it is set '
+        '("${DIR:?}/build"), or write the path out'
+    ),
+    "non-ascii-command-name": "write the program's name in plain ASCII letters",
+    "dynamic-code": "write the code out literally instead of computing it (sh -c 'ls -l')",
+    "pipe-to-shell": "download to a file, read it, and run it in a later command if it is safe",
+    "alias": "call the program by its own name, or define a shell function",
+    "unparseable-script": "check it with `bash -n`, or split it into smaller commands",
+}
 _EDITORS = frozenset(
     {"vi", "vim", "nvim", "nano", "emacs", "ed", "ex", "pico", "joe", "mcedit", "sudoedit"}
 )
@@ -677,11 +831,13 @@ class _Judge:
             return "~" + pattern[len(self.home) :]
         return pattern
 
-    def flag(self, rule: str, command: SimpleCommand | str) -> None:
+    def flag(self, rule: str, command: SimpleCommand | str, hint: str = "") -> None:
         if rule in self.disabled:
             return
         text = command if isinstance(command, str) else command.describe()
-        finding = Finding(rule=rule, command=text, reason=RULES[rule])
+        finding = Finding(
+            rule=rule, command=text, reason=RULES[rule], hint=hint or _HINTS.get(rule, "")
+        )
         if finding not in self.findings:
             self.findings.append(finding)
 
@@ -727,7 +883,7 @@ class _Judge:
             return
         head = command.words[0]
         if not command.name_literal:
-            self.flag("non-literal-command", command)
+            self.flag("non-literal-command", command, _literal_name_hint(head))
             return
         if not head.value.isascii():
             self.flag("non-ascii-command-name", command)
@@ -747,15 +903,14 @@ class _Judge:
             # Already refused as a delete; that it also "writes" /etc says nothing more.
             return
         if name in _WRITERS:
+            content = name not in _METADATA_WRITERS
             for word in self.write_operands(name, args):
-                self.write_target(word, command)
+                self.write_target(word, command, content=content)
         if name in ("cd", "pushd", "popd"):
             self.change_dir(name, args)
 
     def environment(self, command: SimpleCommand) -> None:
-        names = [w.value.partition("=")[0] for w in command.assignments]
-        if command.name in ("export", "declare", "typeset", "local", "readonly", "env"):
-            names += [w.value.partition("=")[0] for w in command.words[1:] if "=" in w.value]
+        names = _assigned(command)
         if any(n in _HIJACK or n.startswith("BASH_FUNC_") for n in names):
             self.flag("env-hijack", command)
 
@@ -1005,10 +1160,13 @@ class _Judge:
             for w in args
         )
 
-    def write_target(self, word: Word, command: SimpleCommand) -> None:
+    def write_target(self, word: Word, command: SimpleCommand, *, content: bool = True) -> None:
         for path in self.paths(word):
             self.write_rules(path, command)
-            self.written.add(path)
+            if content:
+                # Only a write of what a file holds makes running it later new code;
+                # `chmod +x build.sh && ./build.sh` runs what was there.
+                self.written.add(path)
 
     def write_rules(self, path: _Path, command: SimpleCommand | str) -> None:
         root, parts = path
@@ -1018,6 +1176,14 @@ class _Judge:
             self.flag("write-ssh", command)
         for index in range(len(parts) - 1):
             if _match(".git", parts[index]) and _match("hooks", parts[index + 1]):
+                self.flag("write-git-hooks", command)
+                break
+            if (
+                index == len(parts) - 2
+                and _match(".git", parts[index])
+                and _match("config", parts[index + 1])
+            ):
+                # core.hooksPath, core.fsmonitor, core.sshCommand, aliases: code git runs.
                 self.flag("write-git-hooks", command)
                 break
         if self.startup_file(path):

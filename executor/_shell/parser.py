@@ -1,28 +1,34 @@
 """Shell parsing for policies: every simple command a script would run, wherever it hides.
 
-`parse_script(script)` reads a script the way `sh -c` would and returns the
+`parse_script(script)` reads a script the way bash would and returns the
 simple commands in it as `SimpleCommand` values, in the order they appear:
 top level, lists (`;`, `&&`, `||`, `&`), pipelines, compound commands (`if`,
-`for`, `while`, `until`, subshells, brace groups, function bodies), command
-and process substitutions (also inside double quotes, `${...}` and
-here-document bodies), and the programs other programs run: `sh -c`, `eval`,
-`trap`, `sudo`, `env`, `xargs`, `find -exec`, `timeout`, `nohup` and the other
-wrappers listed in `WRAPPERS`. A wrapped program is reported as a command of
-its own, after the command that wraps it.
+`for`, `for ((...))`, `select`, `while`, `until`, `case`, `coproc`,
+subshells, brace groups, function bodies), command and process substitutions
+(also inside double quotes, `${...}`, `$((...))`, `[[ ... ]]`, `(( ... ))`,
+arrays and here-document bodies), and the programs other programs run:
+`sh -c`, `eval`, `trap`, `sudo`, `env`, `xargs`, `find -exec`, `timeout`,
+`nohup` and the other wrappers listed in `WRAPPERS`. A wrapped program is
+reported as a command of its own, after the command that wraps it. `[ ... ]`
+is the program `[` (as `test`); `[[ ... ]]` and `(( ... ))` are the shell's
+own syntax and run nothing but their substitutions.
 
-The structure comes from bashlex; the rest is done here, because bashlex
-gets it wrong in ways a policy cannot afford: it does not see substitutions
-inside `${...}` or here-documents, cannot read `$(a && b)`, re-parses single
-quoted text, and does not follow backslashes inside backticks. So a small
-lexer first finds every substitution, quote and here-document as bash would,
-and masks them in the text handed to bashlex (same length, so positions
-agree); each substitution's text is then parsed on its own, and each word's
-value (quote removal, `$'...'`, expansions kept as written) is computed here
-from the original text.
+The structure comes from tree-sitter-bash. Each word's value (quote
+removal, `$'...'`, expansions kept as written) is read here from the
+original text, with the substitutions tree-sitter found in it; where the two
+readings disagree (a `$(` tree-sitter did not see) the script is refused.
+Backtick substitutions are parsed again after bash's backslash removal.
 
-Fails closed: a script that cannot be read (bashlex's limits include
-`case`, `[[ ]]`, `select`, `coproc`, `for ((...))` and `$((...))` holding a
-command substitution) raises `ShellParseError`, a `PolicyDenied`.
+Fails closed: a tree with ERROR or MISSING nodes is refused with
+`ShellParseError` (a `PolicyDenied`) naming the line and the part that could
+not be read, except for the few spellings tree-sitter-bash misreads and bash
+accepts (`for x do`, `n<>file`, a here-string after another redirect, `;&`,
+`((cmd) | x)`, a `[` test without its `]`, ...), which are respelled first
+as bash would read them (see `_repair`). Hostile input is bounded: scripts
+over `_MAX_SCRIPT` characters, deeper nesting than `_MAX_NESTING` levels or
+`_MAX_DEPTH` substitutions, and brace expansions over `_MAX_BRACE_WORDS`
+words are refused; the tree is walked with an explicit stack, never by
+recursion.
 
 A `#!` script (see `Shell.shebang()`) is its interpreter run on the body as
 stdin; `parse_command` handles that, and a command's own stdin fed to a shell.
@@ -35,12 +41,13 @@ import itertools
 import posixpath
 import re
 import shlex
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal, TypeAlias
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Literal, TypeAlias
 
 import attrs
-import bashlex
-import bashlex.errors
+import tree_sitter
+import tree_sitter_bash
 
 from executor._core.commands import Exec, Shell
 from executor._core.errors import ShellParseError
@@ -92,10 +99,17 @@ _TEXT_KINDS = frozenset({"text", "brace"})
 # How deep `sh -c "sh -c '...'"`, substitutions and wrappers may nest before a
 # script is refused; real scripts stay far below, and it bounds the recursion.
 _MAX_DEPTH = 24
-# Bigger scripts are refused rather than parsed: bashlex reads some 40 KB of
-# commands a second (here-document bodies much faster), and a policy must not
-# become a way to keep a worker thread busy for minutes.
+# How deep compound commands (subshells, groups, ifs, loops) may nest; the
+# walk is iterative, this only keeps hostile trees from costing much.
+_MAX_NESTING = 200
+# Bigger scripts are refused rather than parsed: the biggest shell scripts of
+# a Debian system are some 60 KB, and a policy must not become a way to keep
+# a worker thread busy.
 _MAX_SCRIPT = 256 * 1024
+# Respellings of what tree-sitter misreads (see `_repair`), per script.
+_MAX_REPAIRS = 16
+# How deep `${a:-"${b:-...}"}` may nest inside one word (each level is a call).
+_MAX_WORD_NESTING = 64
 # Brace expansion can multiply words (`{1..9}{1..9}{1..9}`); past this many a
 # word is refused rather than checked piece by piece.
 _MAX_BRACE_WORDS = 1024
@@ -521,358 +535,9 @@ class SimpleCommand:
         return f"{text} ({'; '.join(where)})" if where else text
 
 
-# --- the lexer -------------------------------------------------------------------
-
-
-@attrs.frozen
-class _Span:
-    kind: Literal["command", "process", "backtick", "arith", "param"]
-    end: int
-    inner: str = ""
-
-
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _NAME_CHARS = _NAME_START | frozenset("0123456789")
 _SPECIAL_PARAMETERS = frozenset("0123456789@*#?-$!")
-_WORD_BREAK = frozenset(" \t\n;&|()<>")
-_ARITH_SAFE = re.compile(r"[A-Za-z0-9_ \t+\-*/%<>=!&|^~?:,()${}#@\[\].]*")
-
-
-class _Lexer:
-    """Finds quotes, substitutions and here-documents in a script as bash reads them.
-
-    Records the extent of every `$(...)`, `` `...` ``, `<(...)`, `$((...))`
-    and `${...}` by its start, and builds the masked copy of the script that
-    bashlex parses: quoted text and substitutions replaced by filler of the
-    same length, here-document delimiters unquoted.
-    """
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.spans: dict[int, _Span] = {}
-        self.masked = list(text)
-        self.depth = 0
-
-    def run(self) -> str:
-        self.script(0, until_paren=False)
-        return "".join(self.masked)
-
-    def fill(self, start: int, end: int) -> None:
-        for index in range(start, end):
-            if self.masked[index] != "\n":
-                self.masked[index] = "_"
-
-    def placeholder(self, start: int, end: int) -> None:
-        # A parameter of the same length: bashlex reads it as one plain word part.
-        length = end - start
-        filler = "$" + "_" * (length - 1) if length <= 3 else "${" + "_" * (length - 3) + "}"
-        self.masked[start:end] = list(filler)
-
-    def error(self, reason: str) -> ShellParseError:
-        return ShellParseError(reason)
-
-    def script(self, i: int, *, until_paren: bool, quoted: bool = False) -> int:
-        """Read shell code from `i`; return the index of the closing `)` (or the end)."""
-        text = self.text
-        n = len(text)
-        parens = 0
-        pending: list[tuple[str, bool, bool]] = []
-        word_start = True
-        while i < n:
-            c = text[i]
-            if c == "\n":
-                i += 1
-                if pending:
-                    i = self.heredocs(i, pending)
-                    pending = []
-                word_start = True
-                continue
-            if c == "\\":
-                i += 2
-                word_start = False
-                continue
-            if c == "'":
-                close = text.find("'", i + 1)
-                if close < 0:
-                    raise self.error("a single quote is not closed")
-                if not quoted:
-                    self.fill(i + 1, close)
-                i = close + 1
-                word_start = False
-                continue
-            if c == '"':
-                i = self.double(i + 1, quoted=quoted)
-                word_start = False
-                continue
-            if c == "`":
-                i = self.backtick(i, in_double=False, quoted=quoted)
-                word_start = False
-                continue
-            if c == "$":
-                i = self.dollar(i, quoted=quoted, in_double=False)
-                word_start = False
-                continue
-            if c in "<>" and text.startswith("(", i + 1):
-                i = self.substitution(i, "process", quoted=quoted)
-                word_start = False
-                continue
-            if c == "<" and text.startswith("<<<", i):
-                i += 3
-                word_start = True
-                continue
-            if c == "<" and text.startswith("<<", i):
-                i, delimiter = self.heredoc_operator(i, quoted=quoted)
-                pending.append(delimiter)
-                word_start = False
-                continue
-            if c == "#" and word_start:
-                newline = text.find("\n", i)
-                i = n if newline < 0 else newline
-                continue
-            if c == "(":
-                parens += 1
-            elif c == ")":
-                if parens == 0 and until_paren:
-                    if pending:
-                        raise self.error("a here-document inside $(...) is not closed")
-                    return i
-                parens -= 1
-            word_start = c in _WORD_BREAK
-            i += 1
-        if pending:
-            # bash would run the here-document up to the end of the script; bashlex
-            # refuses it too, so say why.
-            raise self.error(f"here-document delimited by end of script (wanted {pending[0][0]!r})")
-        if until_paren:
-            raise self.error("a $( or ( is not closed")
-        return i
-
-    def heredoc_operator(self, i: int, *, quoted: bool) -> tuple[int, tuple[str, bool, bool]]:
-        text = self.text
-        i += 2
-        strip = text.startswith("-", i)
-        if strip:
-            i += 1
-        while i < len(text) and text[i] in " \t":
-            i += 1
-        start = i
-        while i < len(text) and text[i] not in _WORD_BREAK:
-            if text[i] == "\\":
-                i += 2
-                continue
-            if text[i] in "'\"":
-                close = text.find(text[i], i + 1)
-                if close < 0:
-                    raise self.error("a here-document delimiter's quote is not closed")
-                i = close + 1
-                continue
-            i += 1
-        raw = text[start:i]
-        if not raw:
-            raise self.error("a here-document has no delimiter")
-        delimiter_quoted = any(c in raw for c in "'\"\\")
-        delimiter = raw.replace("\\", "").replace("'", "").replace('"', "")
-        if delimiter_quoted and not quoted:
-            # bashlex compares body lines with the delimiter as written, quotes
-            # and all; hand it the unquoted delimiter, padded to the same length.
-            self.masked[start:i] = list(delimiter.ljust(len(raw)))
-        return i, (delimiter, strip, delimiter_quoted)
-
-    def heredocs(self, i: int, pending: list[tuple[str, bool, bool]]) -> int:
-        """Skip the bodies of the pending here-documents, finding substitutions in unquoted ones."""
-        text = self.text
-        for delimiter, strip, delimiter_quoted in pending:
-            while True:
-                if i >= len(text):
-                    raise self.error(
-                        f"here-document delimited by end of script (wanted {delimiter!r})"
-                    )
-                newline = text.find("\n", i)
-                line_end = len(text) if newline < 0 else newline
-                line = text[i:line_end]
-                if (line.lstrip("\t") if strip else line) == delimiter:
-                    i = line_end + 1
-                    break
-                if delimiter_quoted:
-                    i = line_end + 1
-                    continue
-                i = self.heredoc_line(i)
-        return i
-
-    def heredoc_line(self, i: int) -> int:
-        # An unquoted body expands like double-quoted text, except that quotes are
-        # plain characters; a substitution can run over several lines.
-        text = self.text
-        while i < len(text):
-            c = text[i]
-            if c == "\n":
-                return i + 1
-            if c == "\\":
-                i += 2
-            elif c == "$":
-                i = self.dollar(i, quoted=True, in_double=True)
-            elif c == "`":
-                i = self.backtick(i, in_double=False, quoted=True)
-            else:
-                i += 1
-        return i
-
-    def double(self, i: int, *, quoted: bool) -> int:
-        """Read double-quoted text from `i`; return the index after the closing quote."""
-        text = self.text
-        start = i
-        while i < len(text):
-            c = text[i]
-            if c == '"':
-                if not quoted:
-                    self.fill(start, i)
-                return i + 1
-            if c == "\\":
-                i += 2
-            elif c == "$":
-                i = self.dollar(i, quoted=True, in_double=True)
-            elif c == "`":
-                i = self.backtick(i, in_double=True, quoted=True)
-            else:
-                i += 1
-        raise self.error("a double quote is not closed")
-
-    def dollar(self, i: int, *, quoted: bool, in_double: bool) -> int:
-        text = self.text
-        following = text[i + 1 : i + 2]
-        if following == "'" and not in_double:
-            end = _ansi_c_end(text, i + 2)
-            if end < 0:
-                raise self.error("a $'...' string is not closed")
-            if end != text.find("'", i + 2) + 1:
-                # bash ends $'a\'...' at a later quote than a POSIX sh (dash, which
-                # is /bin/sh on Debian) does, so the two run different code.
-                raise self.error("a $'...' string holds \\', which bash and sh read differently")
-            if not quoted:
-                # bashlex reads $'...' as a parameter; a plain quoted filler it reads right.
-                self.masked[i] = "'"
-                self.fill(i + 1, end - 1)
-                self.masked[i + 1] = "_"
-            return end
-        if following == '"' and not in_double:
-            return self.double(i + 2, quoted=quoted)
-        if following == "(":
-            if text.startswith("((", i + 1):
-                arithmetic_end = self.arithmetic(i)
-                if arithmetic_end is not None:
-                    self.spans[i] = _Span("arith", arithmetic_end)
-                    if not quoted:
-                        self.placeholder(i, arithmetic_end)
-                    return arithmetic_end
-            return self.substitution(i, "command", quoted=quoted)
-        if following == "{":
-            return self.parameter(i, quoted=quoted, in_double=in_double)
-        return i + 1
-
-    def arithmetic(self, i: int) -> int | None:
-        """The end of `$((...))` at `i` if bash reads it as arithmetic, else `None`.
-
-        bash matches the parenthesis opened by the second `(`; when a `)`
-        follows at once it is arithmetic, otherwise a command substitution
-        holding a subshell (`$((cd x; ls) | wc)`). Only plain arithmetic is
-        taken: no quotes, and substitutions only as operands.
-        """
-        text = self.text
-        j = i + 3
-        depth = 1
-        plain: list[str] = []
-        while j < len(text):
-            c = text[j]
-            if c == "$" and text.startswith("(", j + 1):
-                j = self.dollar(j, quoted=True, in_double=True)
-                plain.append("0")
-                continue
-            if c == "`":
-                j = self.backtick(j, in_double=True, quoted=True)
-                plain.append("0")
-                continue
-            if c == "(":
-                depth += 1
-            elif c == ")":
-                depth -= 1
-                if depth == 0:
-                    if text.startswith(")", j + 1) and _ARITH_SAFE.fullmatch("".join(plain)):
-                        return j + 2
-                    return None
-            elif c in "'\"\\\n":
-                return None
-            plain.append(c)
-            j += 1
-        return None
-
-    def substitution(self, i: int, kind: Literal["command", "process"], *, quoted: bool) -> int:
-        self.depth += 1
-        if self.depth > _MAX_DEPTH:
-            raise self.error("substitutions are nested too deeply")
-        close = self.script(i + 2, until_paren=True, quoted=True)
-        self.depth -= 1
-        self.spans[i] = _Span(kind, close + 1, self.text[i + 2 : close])
-        if not quoted:
-            self.placeholder(i, close + 1)
-        return close + 1
-
-    def backtick(self, i: int, *, in_double: bool, quoted: bool) -> int:
-        text = self.text
-        j = i + 1
-        inner: list[str] = []
-        while j < len(text):
-            c = text[j]
-            if c == "\\" and j + 1 < len(text):
-                following = text[j + 1]
-                # Inside backticks a backslash quotes only $ ` \ (and " in double quotes).
-                if following in "$`\\" or (in_double and following == '"'):
-                    inner.append(following)
-                else:
-                    inner.append(c + following)
-                j += 2
-                continue
-            if c == "`":
-                self.spans[i] = _Span("backtick", j + 1, "".join(inner))
-                if not quoted:
-                    self.placeholder(i, j + 1)
-                return j + 1
-            inner.append(c)
-            j += 1
-        raise self.error("a backtick is not closed")
-
-    def parameter(self, i: int, *, quoted: bool, in_double: bool) -> int:
-        text = self.text
-        j = i + 2
-        braces = 0
-        while j < len(text):
-            c = text[j]
-            if c == "\\":
-                j += 2
-            elif c == "'" and not in_double:
-                close = text.find("'", j + 1)
-                if close < 0:
-                    raise self.error("a single quote is not closed")
-                j = close + 1
-            elif c == '"':
-                j = self.double(j + 1, quoted=True)
-            elif c == "$":
-                j = self.dollar(j, quoted=True, in_double=in_double)
-            elif c == "`":
-                j = self.backtick(j, in_double=in_double, quoted=True)
-            elif c == "{":
-                braces += 1
-                j += 1
-            elif c == "}":
-                if braces == 0:
-                    self.spans[i] = _Span("param", j + 1)
-                    if not quoted:
-                        self.placeholder(i, j + 1)
-                    return j + 1
-                braces -= 1
-                j += 1
-            else:
-                j += 1
-        raise self.error("a ${ is not closed")
 
 
 def _ansi_c_end(text: str, i: int) -> int:
@@ -943,7 +608,19 @@ def _ansi_c(body: str) -> str:
     return decoded.split("\0", 1)[0]
 
 
-# --- walking bashlex's tree ------------------------------------------------------
+# --- reading the script with tree-sitter-bash ---------------------------------------
+
+_local = threading.local()
+
+
+def _ts_parser() -> tree_sitter.Parser:
+    # A Parser is not safe to share between threads, and long scripts are
+    # parsed in worker threads: one per thread, made once.
+    parser: tree_sitter.Parser | None = getattr(_local, "parser", None)
+    if parser is None:
+        parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+        _local.parser = parser
+    return parser
 
 
 @attrs.frozen
@@ -957,40 +634,407 @@ class _Ctx:
     pipeline_source: str = ""
 
 
-_TIME = re.compile(
-    r"(?:^|(?<=[;&|({!\n])|(?<=\bthen)|(?<=\bdo)|(?<=\belse))(\s*)(time(?:\s+-p)?)(?=\s)"
-)
-
-
-def _bashlex_trees(masked: str) -> list[Any]:
-    for _ in range(8):
-        try:
-            trees: list[Any] = bashlex.parse(masked)
-            return trees
-        except bashlex.errors.ParsingError as error:
-            raise ShellParseError(f"{error.message} at offset {error.position}") from None
-        except NotImplementedError as error:
-            if "time" in str(error):
-                # bashlex has no `time` keyword; it changes nothing a policy cares
-                # about, so blank it (same length) and read the command it times.
-                masked = _TIME.sub(lambda m: m.group(1) + " " * len(m.group(2)), masked)
-                continue
-            raise ShellParseError(f"it uses a construct the parser cannot read: {error}") from None
-        except RecursionError:
-            raise ShellParseError("it is nested too deeply") from None
-        except Exception as error:  # bashlex fails in many shapes on odd input
-            raise ShellParseError(f"the parser failed ({type(error).__name__})") from None
-    raise ShellParseError("the parser failed")
-
-
 _FAST = re.compile(r"[A-Za-z0-9_./,:+@%=-]+(?:[ \t]+[A-Za-z0-9_./,:+@%=-]+)*")
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]]*\])?\+?=")
 _RESERVED = frozenset(
     {
         "if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while", "until",
-        "do", "done", "in", "function", "time", "coproc",
+        "do", "done", "in", "function", "time", "coproc", "{", "}", "!", "[[", "]]",
     }
 )  # fmt: skip
+
+# Nodes that hold statements, walked child by child.
+_CONTAINERS = frozenset(
+    {
+        "program", "do_group", "compound_statement", "subshell", "else_clause", "elif_clause",
+        "if_statement", "while_statement", "negated_command", "case_item",
+    }
+)  # fmt: skip
+# Nodes of word syntax: their values are read by `_Walker.word`.
+_WORD_NODES = frozenset(
+    {
+        "word", "string", "raw_string", "ansi_c_string", "translated_string", "concatenation",
+        "simple_expansion", "expansion", "command_substitution", "process_substitution",
+        "arithmetic_expansion", "number", "brace_expression", "extglob_pattern", "regex",
+        "special_variable_name", "variable_name", "array", "test_operator",
+    }
+)  # fmt: skip
+# Inside these, a word's text is scanned with the substitutions tree-sitter found.
+_SPAN_NODES = frozenset(
+    {"command_substitution", "process_substitution", "expansion", "arithmetic_expansion"}
+)
+_WORD_SPECIAL = re.compile(r"[\\'\"$`*?\[{,}~<>\n]")
+_SUBSTITUTION_START = re.compile(r"[$`]|[<>]\(")
+_PLAIN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./,:+@%=-")
+_STRAY = frozenset({"done", "fi", "esac", "then", "do", "else", "elif", "}", "in", "]]"})
+_EMPTY_ASSIGNMENTS = re.compile(
+    r"^([ \t]*)((?:[A-Za-z_][A-Za-z0-9_]*=[^\s'\"`$\\;&|()<>]*[ \t]+)+)([A-Za-z_][A-Za-z0-9_]*=)$",
+    re.MULTILINE,
+)
+_NEGATED_COMPOUND = re.compile(
+    r"(?:^|(?<=[\n;&|({)!])|(?<=\bthen)|(?<=\bdo)|(?<=\belse))([ \t]*)"
+    r"(?:time(?:[ \t]+-p)?(?=[ \t\n]|$)"
+    r"|!(?=[ \t]+(?:(?:if|while|until|for|case|select|function|time)[ \t\n]|[{(!]|\[\["
+    r"|[A-Za-z_][A-Za-z0-9_-]*[ \t]*\(\))))",
+    re.MULTILINE,
+)
+_TEST_BRACKET = re.compile(r"(?:^|(?<=[\s;&|(!{]))\[(?=[ \t])", re.MULTILINE)
+_CONTINUATION = re.compile(r"(?:\\\n)*")
+_QUOTED_NODES = frozenset(
+    {"raw_string", "string_content", "comment", "heredoc_body", "heredoc_content", "ansi_c_string"}
+)
+_EMPTY_SUBSTITUTION = re.compile(r"\$\([ \t]*\)")
+_REDIRECT_NODES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
+_COMPOUND_START = re.compile(r"[{(]|(?:while|until|if|for|case|select|\[\[)(?=[\s;&|()])")
+_COPROC = re.compile(
+    r"(?:^|(?<=[\n;&|({)!])|(?<=\bthen)|(?<=\bdo)|(?<=\belse))"
+    r"([ \t]*)(coproc[ \t]+(?:[A-Za-z_][A-Za-z0-9_]*[ \t]+)?)"
+    r"(?=[{(]|(?:while|until|if|for|case|select|\[\[)[\s;&|()])",
+    re.MULTILINE,
+)
+
+
+class _Text:
+    """The script as tree-sitter reads it (UTF-8) and as this module does (str)."""
+
+    def __init__(self, text: str, repaired: str) -> None:
+        self.text = text
+        self.repaired = repaired
+        self.data = repaired.encode("utf-8", "surrogatepass")
+        self.ascii = len(self.data) == len(text)
+        self._chars: list[int] | None = None
+        # Operators a repair respelled, by the byte where the node now starts.
+        self.ops: dict[int, str] = {}
+        # Substitutions a repair hid from tree-sitter (spelt `$___`), by the
+        # character of their `$`: where they end, and the code inside, parsed apart.
+        self.deferred: dict[int, tuple[int, str]] = {}
+
+    def char(self, byte: int) -> int:
+        if self.ascii:
+            return byte
+        if self._chars is None:
+            chars = [0] * (len(self.data) + 1)
+            position = 0
+            for index, c in enumerate(self.repaired):
+                size = len(c.encode("utf-8", "surrogatepass"))
+                for k in range(size):
+                    chars[position + k] = index
+                position += size
+            chars[position] = len(self.repaired)
+            self._chars = chars
+        return self._chars[byte]
+
+    def span(self, node: tree_sitter.Node) -> tuple[int, int]:
+        return self.char(node.start_byte), self.char(node.end_byte)
+
+    def of(self, node: tree_sitter.Node) -> str:
+        start, end = self.span(node)
+        return self.text[start:end]
+
+
+class _Unreadable(Exception):
+    """tree-sitter could not read part of the script: where, and what it saw."""
+
+    def __init__(self, node: tree_sitter.Node) -> None:
+        super().__init__()
+        self.node = node
+
+
+def _first_error(root: tree_sitter.Node) -> tree_sitter.Node:
+    """The first ERROR or MISSING node, innermost, in document order (iteratively)."""
+    node = root
+    while True:
+        for child in node.children:
+            if child.is_missing or (child.is_error and not child.has_error):
+                return child
+            if child.has_error:
+                node = child
+                break
+        else:
+            return node
+
+
+def _describe_error(text: str, node: tree_sitter.Node, chars: _Text) -> str:
+    start, end = chars.span(node)
+    line = node.start_point.row + 1
+    if node.is_missing:
+        return f"line {line}: a {node.type!r} is missing before {_snippet(text, start)}"
+    piece = " ".join(text[start:end].split())
+    if not piece:
+        return f"line {line}: it cannot read {_snippet(text, start)}"
+    if len(piece) > 60:
+        piece = piece[:57] + "..."
+    return f"line {line}: it cannot read {piece!r}"
+
+
+def _snippet(text: str, start: int) -> str:
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", start)
+    line = text[line_start : len(text) if line_end < 0 else line_end].strip()
+    if len(line) > 60:
+        line = line[:57] + "..."
+    return repr(line) if line else "the end of the script"
+
+
+def _replace(text: str, start: int, new: str) -> str:
+    return text[:start] + new + text[start + len(new) :]
+
+
+def _repair(chars: _Text, node: tree_sitter.Node) -> str | None:
+    """A respelling of the script that bash reads the same way and tree-sitter can read.
+
+    tree-sitter-bash misreads a few things bash accepts. Each repair here
+    keeps the script's length (so positions agree with the original, from
+    which every word is read) and its meaning for the policies; anything
+    else stays unreadable and is refused.
+    """
+    text = chars.repaired
+    start, end = chars.span(node)
+    parent = node.parent
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", start)
+    line_end = len(text) if line_end < 0 else line_end
+    line = text[line_start:line_end]
+    # `$()`: an empty substitution (expands to nothing), which tree-sitter wants a
+    # command in. Spelt as a parameter for the parser; the words say `$()`.
+    empty: tree_sitter.Node | None = node
+    while empty is not None and empty.type != "command_substitution":
+        empty = empty.parent
+    if empty is not None and _EMPTY_SUBSTITUTION.fullmatch(chars.of(empty)):
+        first, last = chars.span(empty)
+        return text[:first] + "$" + "_" * (last - first - 1) + text[last:]
+    # `{a,b}` at the start of a command is a word, not a group (`{` needs a blank after it).
+    group: tree_sitter.Node | None = node
+    while group is not None and group.type != "compound_statement":
+        group = group.parent
+    if group is not None and group.children and group.children[0].type == "{":
+        brace = chars.char(group.children[0].start_byte)
+        if brace + 1 < len(text) and text[brace + 1] not in " \t\n":
+            return _replace(text, brace, "_")
+    if text.startswith("{", start) and start + 1 < len(text) and text[start + 1] not in " \t\n":
+        return _replace(text, start, "_")
+    # `n<>file`: open for reading and writing. Spelt `n> file` for the parser; the
+    # redirect keeps its operator.
+    if node.is_error and text[start:end] == ">" and start > 0 and text[start - 1] == "<":
+        chars.ops[node.start_byte - 1] = "<>"
+        return text[: start - 1] + "> " + text[end:]
+    # `cmd 2>&1 <<< word`: a here-string after another redirect.
+    if node.is_error and text[start:end] == "<<" and text.startswith("<<<", start):
+        chars.ops[node.start_byte] = "<<<"
+        return _replace(text, start, "<  ")
+    # `for name do` (no `in`, no `;`): POSIX, and bash's own scripts use it.
+    match = re.search(r"\bfor[ \t]+[A-Za-z_][A-Za-z0-9_]*([ \t]+)do\b", line)
+    if match is not None:
+        return _replace(text, line_start + match.end(1) - 1, ";")
+    # `;&` and `;;&` end a case item too; the policies read every item anyway.
+    match = re.search(r";;&|;&", line)
+    if match is not None:
+        new = ";; " if match.group() == ";;&" else ";;"
+        return _replace(text, line_start + match.start(), new)
+    # `[ ... ` without its `]`, or with a bare `~` operand: `[` is a command, read as one.
+    test = node if node.type == "test_command" else parent
+    while test is not None and test.type not in ("test_command", "program"):
+        test = test.parent
+    if test is not None and test.type == "test_command":
+        opener = test.children[0] if test.children else None
+        if opener is not None and opener.type == "[":
+            return _replace(text, chars.char(opener.start_byte), "_")
+    # `((cmd) | x)`: two subshells, not arithmetic (bash reads it so too).
+    index = text.find("((", start, max(end, start + 2))
+    if index >= 0 and index > 0 and text[index - 1] in " \t":
+        return text[: index - 1] + "( (" + text[index + 2 :]
+    # `$` before `)` is a plain character: `$(grep p$)`.
+    match = re.search(r"\$\)", line)
+    if match is not None:
+        return _replace(text, line_start + match.start(), "_")
+    # Whatever tree-sitter cannot read inside a `$( ... )` (`$((cmd) | x)`, say):
+    # the substitution is hidden from it and its code parsed on its own.
+    opening = text.rfind("$(", 0, start + 1)
+    root = node
+    while root.parent is not None:
+        root = root.parent
+    while opening >= 0:
+        closing = _closing(text, opening + 1)
+        if closing >= start and opening not in chars.deferred and _code_at(root, chars, opening):
+            chars.deferred[opening] = (closing + 1, chars.text[opening + 2 : closing])
+            return text[:opening] + "$" + "_" * (closing - opening) + text[closing + 1 :]
+        opening = text.rfind("$(", 0, opening)
+    # `a@` or `0@` as a command name: plain characters to bash, which tree-sitter
+    # takes for some parameter syntax. Respelt with other plain characters.
+    first, last = start, start
+    while first > 0 and text[first - 1] in _PLAIN_CHARS:
+        first -= 1
+    while last < len(text) and text[last] in _PLAIN_CHARS:
+        last += 1
+    piece = text[first:last]
+    bounded = text[first - 1 : first] in ("", " ", "\t", "\n", ";", "(", "|", "&")
+    after = text[last : last + 1]
+    if (
+        bounded
+        and after in ("", " ", "\t", "\n", ";", ")", "|", "&")
+        and any(c in piece for c in "@%:+,")
+    ):
+        return _replace(text, first, re.sub(r"[@%:+,]", "_", piece))
+    # `1=x`: no assignment (a name cannot start with a digit) but a command
+    # name to bash; tree-sitter reads an assignment and then stumbles.
+    match = re.search(r"(?:^|(?<=[\s;&|(]))\d[A-Za-z0-9_]*(=)", line)
+    if match is not None:
+        return _replace(text, line_start + match.start(1), "_")
+    # A here-document followed by `;` or `&&` on its line.
+    match = re.search(r"<<-?[ \t]*\S+([ \t]*;[ \t])", line)
+    if match is not None and "&&" not in match.group(1):
+        semicolon = line_start + match.start(1) + match.group(1).index(";")
+        if text[semicolon + 1] in " \t":
+            return _replace(text, semicolon, "&&")
+    return None
+
+
+def _code_at(root: tree_sitter.Node, chars: _Text, index: int) -> bool:
+    """Whether tree-sitter reads the character at `index` as code, not as quoted text.
+
+    A `$(` inside quotes, a comment or a here-document is no substitution:
+    hiding text from there to a `)` would hide commands.
+    """
+    byte = len(chars.repaired[:index].encode("utf-8", "surrogatepass"))
+    here: tree_sitter.Node | None = root.descendant_for_byte_range(byte, byte + 2)
+    while here is not None:
+        if here.type in _QUOTED_NODES:
+            return False
+        here = here.parent
+    return True
+
+
+def _closing(text: str, i: int) -> int:
+    """The index of the `)` that closes the `(` at `i`, as bash pairs them; -1 if none.
+
+    Quotes, backslashes, backticks and comments are skipped; a `)` that bash
+    reads otherwise (a `case` pattern) ends the match early, so the code
+    inside is cut short and fails to parse: refused, never skipped.
+    """
+    waiting = [")"]
+    j = i + 1
+    n = len(text)
+    while j < n:
+        c = text[j]
+        top = waiting[-1]
+        if c == "\\":
+            j += 2
+            continue
+        if top in ('"', "`"):
+            if c == top:
+                waiting.pop()
+            elif top == '"' and c == "$" and text.startswith("(", j + 1):
+                waiting.append(")")
+                j += 1
+            elif top == '"' and c == "`":
+                waiting.append("`")
+            j += 1
+            continue
+        if c == "'":
+            close = text.find("'", j + 1)
+            if close < 0:
+                return -1
+            j = close + 1
+            continue
+        if c in ('"', "`", "("):
+            waiting.append(")" if c == "(" else c)
+        elif c == ")":
+            waiting.pop()
+            if not waiting:
+                return j
+        elif c == "#" and (j == 0 or text[j - 1] in " \t\n;&|("):
+            newline = text.find("\n", j)
+            j = n if newline < 0 else newline
+            continue
+        j += 1
+    return -1
+
+
+def _closing_brace(text: str, i: int, end: int) -> int:
+    """The index of the `}` closing the `{` of a `${` at `i`; -1 if none before `end`."""
+    depth = 0
+    j = i
+    while j < end:
+        c = text[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "'":
+            close = text.find("'", j + 1, end)
+            if close < 0:
+                return -1
+            j = close + 1
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    return -1
+
+
+def _backtick_end(text: str, i: int, end: int) -> int:
+    """The index after the backtick closing the one at `i`; -1 if none before `end`."""
+    j = i + 1
+    while j < end:
+        if text[j] == "\\":
+            j += 2
+        elif text[j] == "`":
+            return j + 1
+        else:
+            j += 1
+    return -1
+
+
+def _tree(script: str) -> tuple[tree_sitter.Node, _Text]:
+    """Parse `script`, repairing what tree-sitter misreads; refuse what stays unreadable."""
+    repaired = script
+    if "!" in repaired or "time" in repaired:
+        # `! if ...; fi`, `time { ...; }`: tree-sitter reads these keywords only
+        # before simple commands and pipelines. Neither changes what runs: blanked.
+        for _ in range(4):  # `! time if`: one keyword blanked shows the next
+            blanked = _NEGATED_COMPOUND.sub(
+                lambda m: m.group(1) + " " * (m.end() - m.start(1) - len(m.group(1))), repaired
+            )
+            if blanked == repaired:
+                break
+            repaired = blanked
+    if "coproc" in repaired:
+        # `coproc [NAME] compound`: tree-sitter takes it for a command named coproc.
+        # Without the keyword the compound is read as it is; it runs in the background.
+        repaired = _COPROC.sub(lambda m: m.group(1) + " " * len(m.group(2)), repaired)
+    if "=" in repaired:
+        # `a= b=` at the end of a line: tree-sitter runs the statement on into the
+        # next line (`a= b=\nls` becomes `ls` with two assignments). As `a=;b=`
+        # it reads the line alone; the assignments are the same.
+        repaired = _EMPTY_ASSIGNMENTS.sub(
+            lambda m: (
+                m.group(1)
+                + re.sub(r"[ \t]+", lambda b: ";" + b.group()[1:], m.group(2))
+                + m.group(3)
+            ),
+            repaired,
+        )
+    if "[" in repaired:
+        # `[` is a program, and tree-sitter's reading of `[ ... ]` tests fails on
+        # plenty bash runs (`\\(`, a bare `~`, a missing `]`): spelt `_`, it is read
+        # as the command it is, its words taken from the original text.
+        repaired = _TEST_BRACKET.sub("_", repaired)
+    chars = _Text(script, repaired)
+    for _ in range(_MAX_REPAIRS):
+        root = _ts_parser().parse(chars.data).root_node
+        if not root.has_error:
+            return root, chars
+        error = _first_error(root)
+        fixed = _repair(chars, error)
+        if fixed is None:
+            raise ShellParseError(_describe_error(script, error, chars))
+        ops, deferred = chars.ops, chars.deferred
+        chars = _Text(script, fixed)
+        chars.ops, chars.deferred = ops, deferred
+    raise ShellParseError(_describe_error(script, _first_error(root), chars))
 
 
 def _parse(script: str, ctx: _Ctx, depth: int) -> list[SimpleCommand]:
@@ -1021,98 +1065,422 @@ def _parse(script: str, ctx: _Ctx, depth: int) -> list[SimpleCommand]:
                 redirects=ctx.redirects,
             )
             return _analyse(command, depth)
-    if all(not line.strip() or line.lstrip().startswith("#") for line in script.split("\n")):
+    if not stripped:
         return []
-    lexer = _Lexer(script)
     try:
-        masked = lexer.run()
-    except RecursionError:
-        raise ShellParseError("it is nested too deeply") from None
-    walker = _Walker(script, lexer.spans, depth)
-    for tree in _bashlex_trees(masked):
-        walker.node(tree, ctx)
+        root, chars = _tree(script)
+    except UnicodeEncodeError:
+        raise ShellParseError("it is not valid text (a lone surrogate)") from None
+    walker = _Walker(chars, depth)
+    walker.walk(root, ctx)
     return walker.out
 
 
-class _Walker:
-    """Turns bashlex's tree of one script into `SimpleCommand`s, reading words from the original."""
+@attrs.frozen
+class _Emit:
+    """A stack item: a command whose substitutions have been queued before it."""
 
-    def __init__(self, source: str, spans: dict[int, _Span], depth: int) -> None:
-        self.source = source
-        self.spans = spans
+    command: SimpleCommand
+
+
+@attrs.frozen
+class _Ready:
+    """A stack item: commands already parsed and analysed (a backtick substitution's)."""
+
+    commands: tuple[SimpleCommand, ...]
+
+
+@attrs.frozen
+class _Visit:
+    node: tree_sitter.Node
+    ctx: _Ctx
+    level: int
+
+
+class _Walker:
+    """Turns tree-sitter's tree of one script into `SimpleCommand`s, in script order.
+
+    Statements are walked with an explicit stack (a script nested 100,000
+    levels deep is refused, not a `RecursionError`); words are read from the
+    original text, with the substitutions tree-sitter found in them.
+    """
+
+    def __init__(self, chars: _Text, depth: int) -> None:
+        self.chars = chars
+        self.text = chars.text
         self.depth = depth
         self.out: list[SimpleCommand] = []
+        self.stack: list[_Item] = []
+        # Substitutions the word scanner found and tree-sitter did not.
+        self.pending: list[_Item] = []
+        # Words tree-sitter hung on a redirect, which are the command's (`>&2 "x"`).
+        self.extra: list[Word] = []
+        # Those words, by the command they belong to (the byte where it starts).
+        self.arguments: dict[int, tuple[Word, ...]] = {}
+        # The text of commands with trailing redirects, by where they start.
+        self.sources: dict[int, str] = {}
 
     # structure
 
-    def node(self, node: Any, ctx: _Ctx) -> None:
-        kind = node.kind
-        if kind == "list":
-            parts = node.parts
-            for index, part in enumerate(parts):
-                if part.kind == "operator":
-                    continue
-                following = parts[index + 1] if index + 1 < len(parts) else None
-                background = following is not None and getattr(following, "op", None) == "&"
-                self.node(part, attrs.evolve(ctx, background=ctx.background or background))
+    def walk(self, root: tree_sitter.Node, ctx: _Ctx) -> None:
+        self.stack.append(_Visit(root, ctx, 0))
+        while self.stack:
+            item = self.stack.pop()
+            if isinstance(item, _Emit):
+                self.out.extend(_analyse(item.command, self.depth))
+                continue
+            if isinstance(item, _Ready):
+                self.out.extend(item.commands)
+                continue
+            if item.level > _MAX_NESTING:
+                raise ShellParseError(f"it nests more than {_MAX_NESTING} levels deep")
+            self.node(item.node, item.ctx, item.level)
+
+    def push(self, items: Iterable[_Item]) -> None:
+        # The stack runs last in, first out: push in reverse to keep script order.
+        self.stack.extend(reversed(list(items)))
+
+    def node(self, node: tree_sitter.Node, ctx: _Ctx, level: int) -> None:
+        kind = node.type
+        if kind in _CONTAINERS or kind == "list":
+            self.push(self.statements(node, ctx, level))
         elif kind == "pipeline":
-            stages = [p for p in node.parts if p.kind not in ("pipe", "reservedword")]
-            text = self.source[node.pos[0] : node.pos[1]] if len(stages) > 1 else ""
-            for index, stage in enumerate(stages):
-                self.node(
-                    stage,
-                    attrs.evolve(
-                        ctx,
-                        pipeline=(index, len(stages)) if len(stages) > 1 else ctx.pipeline,
-                        stdin_piped=ctx.stdin_piped if index == 0 else True,
-                        pipeline_source=text or ctx.pipeline_source,
-                    ),
-                )
+            self.pipeline(node, ctx, level)
+        elif kind == "redirected_statement":
+            self.redirected(node, ctx, level)
         elif kind == "command":
-            self.simple(node, ctx)
-        elif kind == "compound":
-            redirects = tuple(self.redirect(r, ctx) for r in getattr(node, "redirects", ()))
-            inner = attrs.evolve(ctx, redirects=ctx.redirects + redirects)
-            for part in node.list:
-                self.node(part, inner)
-        elif kind in ("if", "for", "while", "until"):
-            for part in node.parts:
-                if part.kind == "word":
-                    # `for x in $(cmd)`: the loop's words run their substitutions.
-                    self.word(part, ctx)
-                else:
-                    self.node(part, ctx)
-        elif kind == "function":
-            names = [p for p in node.parts if p.kind == "word"]
-            bodies = [p for p in node.parts if p.kind == "compound"]
-            if not names or not bodies:
+            self.command(node, ctx, level)
+        elif kind in ("declaration_command", "unset_command"):
+            self.declaration(node, ctx, level)
+        elif kind == "test_command":
+            self.test(node, ctx, level)
+        elif kind in ("variable_assignment", "variable_assignments"):
+            self.bare_assignment(node, ctx, level)
+        elif kind in ("for_statement", "c_style_for_statement"):
+            self.loop(node, ctx, level)
+        elif kind == "case_statement":
+            items: list[_Item] = []
+            for child in node.named_children:
+                if child.type == "case_item":
+                    items.append(_Visit(child, ctx, level + 1))
+                elif child.type != "comment":
+                    items.extend(self.substitutions(child, ctx, level))
+            self.push(items)
+        elif kind == "function_definition":
+            name_node = node.child_by_field_name("name")
+            body = node.child_by_field_name("body")
+            if name_node is None or body is None:
                 raise ShellParseError("a function definition has no name or body")
-            name = self.word(names[0], ctx).value
-            self.node(bodies[-1], attrs.evolve(ctx, functions=(*ctx.functions, name)))
-        elif kind in ("reservedword", "operator", "pipe"):
+            name = self.word(name_node, ctx, level).value
+            inner = attrs.evolve(ctx, functions=(*ctx.functions, name))
+            items = [_Visit(body, inner, level + 1)]
+            for child in node.children_by_field_name("redirect"):
+                items.extend(self.substitutions(child, ctx, level))
+            self.push(items)
+        elif kind in ("comment", "heredoc_body", "heredoc_end", "heredoc_start"):
+            return
+        elif kind in _EXPRESSIONS or kind in _WORD_NODES:
+            # `(( ... ))`, arithmetic and test operands: only their substitutions run.
+            self.push(self.substitutions(node, ctx, level))
+        elif not node.is_named:
             return
         else:
-            raise ShellParseError(f"it uses a construct this policy does not follow ({kind})")
+            raise ShellParseError(f"it uses a construct the policies do not follow ({kind})")
 
-    def simple(self, node: Any, ctx: _Ctx) -> None:
-        words: list[Word] = []
-        assignments: list[Word] = []
+    def statements(self, node: tree_sitter.Node, ctx: _Ctx, level: int) -> Iterator[_Item]:
+        children = node.children
+        for index, child in enumerate(children):
+            if not child.is_named:
+                if child.type in (";;", ";&", ";;&") and node.type != "case_item":
+                    # tree-sitter takes `x ;; y` for two commands; bash refuses it.
+                    where = _snippet(self.text, self.chars.char(child.start_byte))
+                    raise ShellParseError(f"{child.type!r} outside a case: {where}")
+                continue
+            following = children[index + 1] if index + 1 < len(children) else None
+            background = following is not None and following.type == "&"
+            inner = attrs.evolve(ctx, background=True) if background else ctx
+            # `a && b && c` nests lists to the left: as long as it is, it is one level.
+            deeper = 0 if node.type == "list" and child.type == "list" else 1
+            yield _Visit(child, inner, level + deeper)
+
+    def pipeline(self, node: tree_sitter.Node, ctx: _Ctx, level: int) -> None:
+        stages = [child for child in node.named_children if child.type != "comment"]
+        text = self.chars.of(node) if len(stages) > 1 else ""
+        items = []
+        for index, stage in enumerate(stages):
+            inner = attrs.evolve(
+                ctx,
+                pipeline=(index, len(stages)) if len(stages) > 1 else ctx.pipeline,
+                stdin_piped=ctx.stdin_piped if index == 0 else True,
+                pipeline_source=text or ctx.pipeline_source,
+            )
+            items.append(_Visit(stage, inner, level + 1))
+        self.push(items)
+
+    def redirected(self, node: tree_sitter.Node, ctx: _Ctx, level: int) -> None:
+        body = node.child_by_field_name("body")
         redirects: list[Redirect] = []
-        for part in node.parts:
-            if part.kind == "word":
-                words.append(self.word(part, ctx))
-            elif part.kind == "assignment":
-                assignments.append(self.word(part, ctx, assignment=True))
-            elif part.kind == "redirect":
-                redirects.append(self.redirect(part, ctx))
+        items: list[_Item] = []
+        after: list[_Item] = []
+        for child in node.children:
+            if child.type in _REDIRECT_NODES:
+                redirects.extend(self.redirect(child, ctx, level, items, after))
+        inner = attrs.evolve(ctx, redirects=ctx.redirects + tuple(redirects))
+        if self.extra:
+            # They belong to the last command before the redirect (tree-sitter
+            # hangs a redirect after `a && b` on the list).
+            last = body
+            while last is not None and last.type in ("list", "pipeline", "redirected_statement"):
+                last = last.named_children[-1] if last.named_children else None
+                if last is not None and last.type == "redirected_statement":
+                    last = last.child_by_field_name("body")
+            if last is None or last.type != "command":
+                where = _snippet(self.text, self.chars.char(node.start_byte))
+                raise ShellParseError(f"words after a redirect belong to no command: {where}")
+            self.arguments[last.start_byte] = tuple(self.extra)
+            self.extra.clear()
+        if body is not None:
+            if body.type == "command":
+                # The command's text, for messages, is with its redirects: `ls > x`
+                # (up to the line's end where a here-document's body follows).
+                text = self.chars.of(node)
+                if any(child.type == "heredoc_redirect" for child in node.children):
+                    text = text.split("\n", 1)[0]
+                self.sources[body.start_byte] = text
+            items.append(_Visit(body, inner, level + 1))
+        else:
+            # `> file` alone: a command with no words that still opens the file.
+            items.append(_Emit(self.simple(node, (), (), inner)))
+        self.push([*items, *after])
+
+    def redirect(
+        self,
+        node: tree_sitter.Node,
+        ctx: _Ctx,
+        level: int,
+        queued: list[_Item],
+        after: list[_Item],
+    ) -> list[Redirect]:
+        """The redirects in `node`, queueing their substitutions first.
+
+        tree-sitter hangs the rest of a here-document's line (`| sh`, `&& x`,
+        `> f`) onto the here-document's node: redirects among it are returned
+        with this one, and commands go to `after`, walked after the command.
+        """
+        fd: int | None = None
+        op = ""
+        target: tree_sitter.Node | None = None
+        body: tree_sitter.Node | None = None
+        opened: tree_sitter.Node | None = None
+        closed: tree_sitter.Node | None = None
+        delimiter = ""
+        found: list[Redirect] = []
+        piped_after = False
+        for child in node.children:
+            kind = child.type
+            if kind == "file_descriptor":
+                text = self.chars.of(child)
+                fd = int(text) if text.isdigit() else None
+            elif not child.is_named and not op:
+                op = self.chars.ops.get(child.start_byte) or self.chars.of(child)
+            elif kind == "heredoc_start":
+                delimiter = self.chars.of(child)
+                opened = child
+            elif kind == "heredoc_body":
+                body = child
+            elif kind == "heredoc_end":
+                closed = child
+            elif kind == "comment":
+                continue
+            elif kind in _REDIRECT_NODES:
+                found.extend(self.redirect(child, ctx, level, queued, after))
+            elif not child.is_named:
+                # `|`, `|&`, `&&`, `||` after a here-document's start.
+                piped_after = piped_after or kind in ("|", "|&")
+            elif node.type == "heredoc_redirect":
+                if kind == "pipeline" and child.children and child.children[0].type in ("|", "|&"):
+                    piped_after = True
+                inner = attrs.evolve(ctx, stdin_piped=True) if piped_after else ctx
+                after.append(_Visit(child, inner, level + 1))
+            elif target is None:
+                target = child
             else:
-                raise ShellParseError(f"a command holds an unexpected {part.kind}")
-        start, end = node.pos
-        command = SimpleCommand(
+                # `>&2 echo x`: tree-sitter hangs the words after a redirect on
+                # it; bash gives them to the command, and so do the policies.
+                self.extra.append(self.read(child, ctx, level, queued))
+        if op in ("<<", "<<-"):
+            quoted = any(c in delimiter for c in "'\"\\")
+            self.check_heredoc_end(delimiter, op == "<<-", opened, closed)
+            word = self.heredoc(node, body, (opened, closed), quoted, ctx, level, queued)
+            return [Redirect(op=op, fd=fd, heredoc=word), *found]
+        if target is None:
+            if op in ("<&-", ">&-"):
+                return [Redirect(op=op[:-1], fd=fd, dup="-"), *found]
+            raise ShellParseError(f"a redirect has no target: {self.chars.of(node)}")
+        word = self.read(target, ctx, level, queued)
+        if op in (">&", "<&") and word.static and (word.value.isdigit() or word.value == "-"):
+            return [Redirect(op=op, fd=fd, dup=word.value), *found]
+        return [Redirect(op=op, fd=fd, target=word), *found]
+
+    def check_heredoc_end(
+        self,
+        delimiter: str,
+        strip: bool,
+        opened: tree_sitter.Node | None,
+        closed: tree_sitter.Node | None,
+    ) -> None:
+        """Refuse a here-document whose end tree-sitter did not put where bash does.
+
+        bash ends the body at the first line that is the delimiter exactly
+        (tabs removed for `<<-`); tree-sitter sometimes takes a line that
+        only starts with it. A body that ended anywhere else would hide
+        commands from the policies, or show them text as commands.
+        """
+        if opened is None or closed is None:
+            return
+        word = delimiter.replace("\\", "").replace("'", "").replace('"', "")
+        newline = self.text.find("\n", self.chars.char(opened.end_byte))
+        start = len(self.text) if newline < 0 else newline + 1
+        end = self.chars.char(closed.end_byte)
+        lines = self.text[start:end].split("\n")
+        # The closing line runs to its newline, past the node.
+        line_end = self.text.find("\n", end)
+        lines[-1] += self.text[end : len(self.text) if line_end < 0 else line_end]
+        found = [line.lstrip("\t") if strip else line for line in lines]
+        if found[-1] != word or word in found[:-1]:
+            where = _snippet(self.text, self.chars.char(closed.start_byte))
+            raise ShellParseError(
+                f"it cannot tell where the here-document delimited by {word!r} ends: {where}"
+            )
+
+    def heredoc(
+        self,
+        node: tree_sitter.Node,
+        body: tree_sitter.Node | None,
+        bounds: tuple[tree_sitter.Node | None, tree_sitter.Node | None],
+        quoted: bool,
+        ctx: _Ctx,
+        level: int,
+        queued: list[_Item],
+    ) -> Word:
+        """A here-document's body, as bash reads it: the lines up to the delimiter's.
+
+        The lines are taken from the text, not from tree-sitter's body node,
+        which misses some (a body that starts with a backslash becomes words
+        of the redirect); the substitutions in them come from the tree.
+        """
+        opened, closed = bounds
+        if opened is not None and closed is not None:
+            newline = self.text.find("\n", self.chars.char(opened.end_byte))
+            start = len(self.text) if newline < 0 else newline + 1
+            end = max(start, self.chars.char(closed.start_byte))
+            if self.text[end - 1 : end] not in ("", "\n"):
+                # `<<-` delimiters may be indented with tabs: the body ends before them.
+                end = self.text.rfind("\n", start, end) + 1 or start
+        elif body is not None:
+            start, end = self.chars.span(body)
+        else:
+            return Word(raw="", parts=())
+        text = self.text[start:end]
+        if quoted:
+            return Word(raw=text, parts=(Part("text", text, quoted=True),))
+        if body is not None:
+            queued.extend(self.substitutions(body, ctx, level))
+        parts: list[Part] = []
+        spans = self.spans(node)
+        _Scanner(self, spans, ctx, level).heredoc(start, end, parts)
+        queued.extend(self.pending)
+        self.pending.clear()
+        return Word(raw=text, parts=_merge(parts))
+
+    def command(self, node: tree_sitter.Node, ctx: _Ctx, level: int) -> None:
+        # Words and assignments in order, with where each ends in the text.
+        items: list[tuple[bool, Word, int]] = []
+        redirects: list[Redirect] = []
+        queued: list[_Item] = []
+        after: list[_Item] = []
+        for child in node.children:
+            kind = child.type
+            if kind in _REDIRECT_NODES:
+                redirects.extend(self.redirect(child, ctx, level, queued, after))
+                continue
+            if kind == "comment" or not child.is_named:
+                continue
+            # tree-sitter takes `1=x` for an assignment; bash, for a command name.
+            # Once the name is read, `A=x` is an argument (`ls A=x`).
+            assignment = (
+                kind == "variable_assignment"
+                and not any(not is_assignment for is_assignment, _, _ in items)
+                and bool(_ASSIGNMENT.match(self.text, self.chars.char(child.start_byte)))
+            )
+            word = self.read(child, ctx, level, queued, assignment=assignment)
+            start, end = self.chars.span(child)
+            if items and _CONTINUATION.fullmatch(self.text, items[-1][2], start):
+                # `r\<newline>m` and `'r'\m`: one word to bash, which removes the
+                # pair before it splits words, and splits only at blanks and
+                # operators; tree-sitter splits both. Joined, as bash reads them.
+                was_assignment, previous, _ = items[-1]
+                joined = Word(
+                    raw=previous.raw + self.text[items[-1][2] : end],
+                    parts=_merge((*previous.parts, *word.parts)),
+                )
+                items[-1] = (was_assignment, joined, end)
+                continue
+            items.append((assignment, word, end))
+        assignments = [word for is_assignment, word, _ in items if is_assignment]
+        words = [word for is_assignment, word, _ in items if not is_assignment]
+        words.extend(self.extra)
+        self.extra.clear()
+        words.extend(self.arguments.pop(node.start_byte, ()))
+        while words and _ASSIGNMENT.match(words[0].raw.replace("\\\n", "")):
+            # `PA\<newline>TH=x cmd`, joined above: an assignment after all.
+            assignments.append(words.pop(0))
+        if words and words[0].raw in _STRAY:
+            # tree-sitter reads a stray `done` or `fi` as a command; bash refuses the script.
+            where = _snippet(self.text, self.chars.char(node.start_byte))
+            raise ShellParseError(f"a {words[0].raw!r} that closes nothing: {where}")
+        if words and words[0].raw == "time":
+            # The `time` keyword times what follows; it runs nothing itself.
+            words.pop(0)
+            while words and words[0].raw in ("-p", "--"):
+                words.pop(0)
+        command = self.simple(node, words, assignments, ctx, redirects)
+        source = self.sources.pop(node.start_byte, None)
+        if source is not None:
+            command = attrs.evolve(command, source=source)
+        self.push([*queued, _Emit(command), *after])
+
+    def read(
+        self,
+        node: tree_sitter.Node,
+        ctx: _Ctx,
+        level: int,
+        queued: list[_Item],
+        *,
+        assignment: bool = False,
+    ) -> Word:
+        """A word's value, queueing the commands of its substitutions first."""
+        if self.maybe_substitutions(node):
+            queued.extend(self.substitutions(node, ctx, level))
+        word = self.word(node, ctx, level, assignment=assignment)
+        if self.pending:
+            queued.extend(self.pending)
+            self.pending.clear()
+        return word
+
+    def simple(
+        self,
+        node: tree_sitter.Node,
+        words: Sequence[Word],
+        assignments: Sequence[Word],
+        ctx: _Ctx,
+        redirects: Sequence[Redirect] = (),
+    ) -> SimpleCommand:
+        return SimpleCommand(
             words=tuple(words),
             redirects=ctx.redirects + tuple(redirects),
             assignments=tuple(assignments),
-            source=self.source[start:end],
+            source=self.chars.of(node),
             nesting=ctx.nesting,
             pipeline=ctx.pipeline,
             stdin_piped=ctx.stdin_piped,
@@ -1120,50 +1488,305 @@ class _Walker:
             functions=ctx.functions,
             pipeline_source=ctx.pipeline_source,
         )
-        self.out.extend(_analyse(command, self.depth))
 
-    def redirect(self, node: Any, ctx: _Ctx) -> Redirect:
-        op = str(node.type)
-        fd = node.input if isinstance(node.input, int) else None
-        output = node.output
-        if op in ("<<", "<<-"):
-            heredoc = node.heredoc
-            if heredoc is None:
-                raise ShellParseError("a here-document has no body")
-            start, end = output.pos
-            # The lexer unquoted the delimiter for bashlex; the original says if it was quoted.
-            quoted = any(c in self.source[start:end] for c in "'\"\\")
-            h_start, h_end = heredoc.pos
-            text = self.source[h_start:h_end]
-            body = text[: text.rfind("\n") + 1] if "\n" in text else ""
-            if quoted:
-                word = Word(raw=body, parts=(Part("text", body, quoted=True),))
+    def declaration(self, node: tree_sitter.Node, ctx: _Ctx, level: int) -> None:
+        # `export X=1`, `declare -a a=(...)`, `local x`, `unset y`: a builtin and its words.
+        words: list[Word] = []
+        queued: list[_Item] = []
+        for child in node.children:
+            if child.type == "comment":
+                continue
+            if not child.is_named:
+                text = self.chars.of(child)
+                words.append(Word(raw=text, parts=(Part("text", text),)))
             else:
-                parts: list[Part] = []
-                self.scan_heredoc(h_start, h_start + len(body), ctx, parts)
-                word = Word(raw=body, parts=_merge(parts))
-            return Redirect(op=op, fd=fd, heredoc=word)
-        if isinstance(output, int):
-            return Redirect(op=op, fd=fd, dup=str(output))
-        if isinstance(output, str):
-            return Redirect(op=op, fd=fd, dup=output)
-        target = self.word(output, ctx)
-        if op in (">&", "<&") and target.static and (target.value.isdigit() or target.value == "-"):
-            return Redirect(op=op, fd=fd, dup=target.value)
-        return Redirect(op=op, fd=fd, target=target)
+                words.append(self.read(child, ctx, level, queued, assignment=True))
+        self.push([*queued, _Emit(self.simple(node, words, (), ctx))])
+
+    def test(self, node: tree_sitter.Node, ctx: _Ctx, level: int) -> None:
+        queued: list[_Item] = []
+        first = node.children[0] if node.children else None
+        if first is not None and first.type == "[":
+            # `[ -f x ]` is the program `[` (as `test -f x`): a command like any other.
+            words = [self.word_or_token(token, ctx, level, queued) for token in self.tokens(node)]
+            queued.append(_Emit(self.simple(node, words, (), ctx)))
+        else:
+            queued.extend(self.substitutions(node, ctx, level))
+        # `[[ ... ]]` is the shell's own syntax: only its substitutions run.
+        self.push(queued)
+
+    def tokens(self, node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
+        """The words of a `[ ... ]` test, in order, as the program `[` receives them."""
+        todo = [node]
+        while todo:
+            current = todo.pop()
+            if current is not node and (current.type in _WORD_NODES or current.child_count == 0):
+                yield current
+                continue
+            todo.extend(reversed(current.children))
+
+    def word_or_token(
+        self, node: tree_sitter.Node, ctx: _Ctx, level: int, queued: list[_Item]
+    ) -> Word:
+        if node.is_named:
+            return self.read(node, ctx, level, queued)
+        text = self.chars.of(node)
+        return Word(raw=text, parts=(Part("text", text),))
+
+    def bare_assignment(self, node: tree_sitter.Node, ctx: _Ctx, level: int) -> None:
+        nodes = [node] if node.type == "variable_assignment" else node.named_children
+        queued: list[_Item] = []
+        assignments = []
+        words: list[Word] = []
+        for child in nodes:
+            if child.type != "variable_assignment":
+                continue
+            if words or not _ASSIGNMENT.match(self.text, self.chars.char(child.start_byte)):
+                # `1=x` alone: a command of that name to bash, and what follows its words.
+                words.append(self.read(child, ctx, level, queued))
+                continue
+            assignments.append(self.read(child, ctx, level, queued, assignment=True))
+        self.push([*queued, _Emit(self.simple(node, words, assignments, ctx))])
+
+    def loop(self, node: tree_sitter.Node, ctx: _Ctx, level: int) -> None:
+        items: list[_Item] = []
+        body = node.child_by_field_name("body")
+        variable = node.child_by_field_name("variable")
+        for child in node.named_children:
+            if child == body or child.type == "comment":
+                continue
+            items.extend(self.substitutions(child, ctx, level))
+        name = self.chars.of(variable) if variable is not None else ""
+        if variable is not None and name in LOOP_VARIABLES:
+            # `for PATH in ...` sets PATH as `PATH=...` would.
+            value = Word(
+                raw=f"{name}=", parts=(Part("text", f"{name}="), Part("unknown", "<each item>"))
+            )
+            items.append(_Emit(self.simple(variable, (), (value,), ctx)))
+        if body is not None:
+            items.append(_Visit(body, ctx, level + 1))
+        self.push(items)
+
+    # substitutions
+
+    def maybe_substitutions(self, node: tree_sitter.Node) -> bool:
+        start, end = self.chars.span(node)
+        return _SUBSTITUTION_START.search(self.text, start, end) is not None
+
+    def substitutions(self, node: tree_sitter.Node, ctx: _Ctx, level: int) -> list[_Item]:
+        """The commands inside `node`'s substitutions, as stack items, outermost only."""
+        found: list[_Item] = []
+        todo = [node]
+        while todo:
+            current = todo.pop()
+            kind = current.type
+            if kind in ("command_substitution", "process_substitution"):
+                found.extend(self.substitution(current, ctx, level))
+                continue
+            if kind == "simple_expansion" and self.chars.deferred:
+                deferred = self.chars.deferred.get(self.chars.char(current.start_byte))
+                if deferred is not None:
+                    found.append(self.nested(deferred[1], "$(...)", ctx))
+                    continue
+            if current.child_count:
+                todo.extend(reversed(current.children))
+        return found
+
+    def substitution(self, node: tree_sitter.Node, ctx: _Ctx, level: int) -> list[_Item]:
+        opener = node.children[0].type if node.children else ""
+        if node.type == "process_substitution":
+            label = "<(...)" if opener == "<(" else ">(...)"
+            # `tee >(sh)`: what runs in >(...) reads the pipe.
+            piped = label == ">(...)" or ctx.stdin_piped
+        else:
+            label = "`...`" if opener == "`" else "$(...)"
+            piped = ctx.stdin_piped
+        inner = _Ctx(
+            nesting=(*ctx.nesting, label),
+            stdin_piped=piped,
+            functions=ctx.functions,
+            redirects=ctx.redirects,
+        )
+        if len(ctx.nesting) > _MAX_DEPTH:
+            raise ShellParseError("substitutions are nested too deeply")
+        if opener == "`":
+            # Inside backticks a backslash quotes `$`, `` ` `` and `\`: bash reads
+            # the text again after removing them, so that is what is parsed.
+            start, end = self.chars.span(node)
+            return [self.nested(_backtick_text(self.text[start + 1 : end - 1]), label, ctx)]
+        return [
+            _Visit(child, inner, level + 1)
+            for child in node.named_children
+            if child.type != "comment"
+        ]
+
+    def nested(self, script: str, label: str, ctx: _Ctx) -> _Ready:
+        """The commands of a substitution's code, parsed on its own."""
+        piped = ctx.stdin_piped or label == ">(...)"
+        inner = _Ctx(
+            nesting=(*ctx.nesting, label),
+            stdin_piped=piped,
+            functions=ctx.functions,
+            redirects=ctx.redirects,
+        )
+        if len(ctx.nesting) > _MAX_DEPTH:
+            raise ShellParseError("substitutions are nested too deeply")
+        return _Ready(tuple(_parse(script, inner, self.depth + 1)))
 
     # words
 
-    def word(self, node: Any, ctx: _Ctx, *, assignment: bool = False) -> Word:
-        start, end = node.pos
-        if not 0 <= start < end <= len(self.source):
-            raise ShellParseError("lost track of a word")
-        parts: list[Part] = []
-        self.scan(start, end, ctx, parts, assignment=assignment)
-        return Word(raw=self.source[start:end], parts=_merge(parts))
+    def spans(self, node: tree_sitter.Node) -> dict[int, tree_sitter.Node]:
+        """The substitutions and expansions in a word, by the character where they start."""
+        found: dict[int, tree_sitter.Node] = {}
+        todo = [node]
+        while todo:
+            current = todo.pop()
+            if current.type in _SPAN_NODES or current.type == "ansi_c_string":
+                opener = current.children[0] if current.children else current
+                # tree-sitter starts some nodes at the blanks, comments or
+                # line continuations before them: the opening token says where.
+                start = self.chars.char(opener.end_byte) - len(opener.type)
+                if opener is current:
+                    start = self.chars.char(current.start_byte)
+                found[start] = current
+                if current.type != "expansion" and current.type != "arithmetic_expansion":
+                    continue
+            todo.extend(current.children)
+        return found
 
-    def scan(self, i: int, end: int, ctx: _Ctx, parts: list[Part], *, assignment: bool) -> None:
-        src = self.source
+    def word(
+        self, node: tree_sitter.Node, ctx: _Ctx, level: int, *, assignment: bool = False
+    ) -> Word:
+        start, end = self.chars.span(node)
+        raw = self.text[start:end]
+        if not _WORD_SPECIAL.search(raw):
+            # Most words are plain text: nothing to scan.
+            return Word(raw=raw, parts=(Part("text", raw),) if raw else ())
+        parts: list[Part] = []
+        _Scanner(self, self.spans(node), ctx, level).scan(start, end, parts, assignment=assignment)
+        return Word(raw=raw, parts=_merge(parts))
+
+
+_Item: TypeAlias = "_Visit | _Emit | _Ready"
+
+LOOP_VARIABLES = frozenset(
+    {
+        "PATH", "IFS", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV",
+        "PROMPT_COMMAND", "CDPATH", "SHELLOPTS", "BASHOPTS", "PS4",
+    }
+)  # fmt: skip
+"""Variables a `for` or `select` loop over them reports as an assignment (`for PATH in ...`)."""
+
+_EXPRESSIONS = frozenset(
+    {
+        "binary_expression", "unary_expression", "ternary_expression", "postfix_expression",
+        "parenthesized_expression", "subscript",
+    }
+)  # fmt: skip
+
+
+def _backtick_text(inner: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(inner):
+        c = inner[i]
+        if c == "\\" and i + 1 < len(inner) and inner[i + 1] in "$`\\":
+            out.append(inner[i + 1])
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+class _Scanner:
+    """Reads a word's value from the original text, as bash does after quote removal.
+
+    Substitutions and `${...}` come from tree-sitter (`spans`); a `$(`, `${`
+    or backtick tree-sitter did not see is refused, so the two readings
+    cannot disagree silently.
+    """
+
+    def __init__(
+        self, walker: _Walker, spans: dict[int, tree_sitter.Node], ctx: _Ctx, level: int
+    ) -> None:
+        self.walker = walker
+        self.src = walker.text
+        self.spans = spans
+        self.ctx = ctx
+        self.level = level
+        # How many `${...}` deep the reading is: each is read by a recursive call.
+        self.nested = 0
+
+    def span_end(self, i: int, end: int) -> int:
+        node = self.spans.get(i)
+        if node is None:
+            return self.unseen(i, end)
+        stop = self.walker.chars.char(node.end_byte)
+        if stop > end:
+            raise ShellParseError(f"lost track of a substitution: {_snippet(self.src, i)}")
+        return stop
+
+    def unseen(self, i: int, end: int) -> int:
+        """A substitution tree-sitter did not see (or a repair hid): parsed here, on its own."""
+        src = self.src
+        deferred = self.walker.chars.deferred.get(i)
+        if deferred is not None:
+            # Its commands were queued from the tree's `$___` stand-in.
+            return deferred[0]
+        if src[i] == "`":
+            stop = _backtick_end(src, i, end)
+            if stop < 0:
+                raise ShellParseError(f"a backtick is not closed: {_snippet(src, i)}")
+            script, label = _backtick_text(src[i + 1 : stop - 1]), "`...`"
+        elif src.startswith("${", i):
+            # `${a%${a#?}}`: tree-sitter saw the outer one only. Its value is
+            # unknown anyway; the substitutions in it are found all the same.
+            close = _closing_brace(src, i + 1, end)
+            if close < 0:
+                raise ShellParseError(f"a ${{ is not closed: {_snippet(src, i)}")
+            self.inside(i + 2, close, in_double=True)
+            return close + 1
+        else:
+            close = _closing(src, i + 1)
+            if close < 0 or close >= end:
+                raise ShellParseError(f"a {src[i : i + 2]} is not closed: {_snippet(src, i)}")
+            stop = close + 1
+            script = src[i + 2 : close]
+            label = {"$": "$(...)", "<": "<(...)", ">": ">(...)"}[src[i]]
+        self.walker.pending.append(self.walker.nested(script, label, self.ctx))
+        return stop
+
+    def inside(self, i: int, end: int, *, in_double: bool) -> None:
+        """Find the substitutions in `${...}` or `$((...))` tree-sitter left as plain words.
+
+        tree-sitter reads `${X:-`cmd`}` as a word; bash runs `cmd`. Their
+        values are unknown anyway: only the commands in them matter.
+        """
+        src = self.src
+        ignored: list[Part] = []
+        self.nested += 1
+        if self.nested > _MAX_WORD_NESTING:
+            raise ShellParseError(f"a word nests more than {_MAX_WORD_NESTING} levels deep")
+        while i < end:
+            c = src[i]
+            if c == "\\":
+                i += 2
+            elif c == "'" and not in_double:
+                close = src.find("'", i + 1, end)
+                i = end if close < 0 else close + 1
+            elif c == '"':
+                i = self.double(i + 1, end, ignored)
+            elif c == "$":
+                i = self.dollar(i, end, ignored, quoted=True)
+            elif c == "`" or (c in "<>" and src.startswith("(", i + 1)):
+                i = self.span_end(i, end)
+            else:
+                i += 1
+        self.nested -= 1
+
+    def scan(self, i: int, end: int, parts: list[Part], *, assignment: bool) -> None:
+        src = self.src
         first = i
         while i < end:
             c = src[i]
@@ -1182,13 +1805,21 @@ class _Walker:
                 parts.append(Part("text", src[i + 1 : close], quoted=True))
                 i = close + 1
             elif c == '"':
-                i = self.double(i + 1, end, ctx, parts)
+                i = self.double(i + 1, end, parts)
             elif c == "$":
-                i = self.dollar(i, end, ctx, parts, quoted=False)
+                i = self.dollar(i, end, parts, quoted=False)
             elif c == "`" or (c in "<>" and src.startswith("(", i + 1)):
-                i = self.substitution(i, ctx, parts, quoted=False)
-            elif c in "*?[":
+                stop = self.span_end(i, end)
+                kind: PartKind = "command" if c == "`" else "process"
+                parts.append(Part(kind, src[i:stop], False))
+                i = stop
+            elif c in "*?":
                 parts.append(Part("glob", c))
+                i += 1
+            elif c == "[":
+                # A bracket expression needs its `]`; a lone `[` (the program `[`) is text.
+                closing = src.find("]", i + 2, end)
+                parts.append(Part("glob" if closing >= 0 else "text", c))
                 i += 1
             elif c in "{},":
                 parts.append(Part("brace", c))
@@ -1207,8 +1838,8 @@ class _Walker:
                 parts.append(Part("text", c))
                 i += 1
 
-    def double(self, i: int, end: int, ctx: _Ctx, parts: list[Part]) -> int:
-        src = self.source
+    def double(self, i: int, end: int, parts: list[Part]) -> int:
+        src = self.src
         while i < end:
             c = src[i]
             if c == '"':
@@ -1218,16 +1849,18 @@ class _Walker:
                     parts.append(Part("text", src[i + 1], quoted=True))
                 i += 2
             elif c == "$":
-                i = self.dollar(i, end, ctx, parts, quoted=True)
+                i = self.dollar(i, end, parts, quoted=True)
             elif c == "`":
-                i = self.substitution(i, ctx, parts, quoted=True)
+                stop = self.span_end(i, end)
+                parts.append(Part("command", src[i:stop], True))
+                i = stop
             else:
                 parts.append(Part("text", c, quoted=True))
                 i += 1
         raise ShellParseError("a double quote is not closed")
 
-    def scan_heredoc(self, i: int, end: int, ctx: _Ctx, parts: list[Part]) -> None:
-        src = self.source
+    def heredoc(self, i: int, end: int, parts: list[Part]) -> None:
+        src = self.src
         while i < end:
             c = src[i]
             if c == "\\" and i + 1 < end and src[i + 1] in "$`\\\n":
@@ -1235,39 +1868,52 @@ class _Walker:
                     parts.append(Part("text", src[i + 1], quoted=True))
                 i += 2
             elif c == "$":
-                i = self.dollar(i, end, ctx, parts, quoted=True)
+                i = self.dollar(i, end, parts, quoted=True)
             elif c == "`":
-                i = self.substitution(i, ctx, parts, quoted=True)
+                stop = self.span_end(i, end)
+                parts.append(Part("command", src[i:stop], True))
+                i = stop
             else:
                 parts.append(Part("text", c, quoted=True))
                 i += 1
 
-    def dollar(self, i: int, end: int, ctx: _Ctx, parts: list[Part], *, quoted: bool) -> int:
-        src = self.source
+    def dollar(self, i: int, end: int, parts: list[Part], *, quoted: bool) -> int:
+        src = self.src
         following = src[i + 1] if i + 1 < end else ""
         if following == "'" and not quoted:
             close = _ansi_c_end(src, i + 2)
             if close < 0 or close > end:
                 raise ShellParseError("a $'...' string is not closed")
+            if close != src.find("'", i + 2) + 1:
+                # bash ends $'a\'...' at a later quote than a POSIX sh (dash, which
+                # is /bin/sh on Debian) does, so the two run different code.
+                raise ShellParseError(
+                    "a $'...' string holds \\', which bash and sh read differently"
+                )
             parts.append(Part("text", _ansi_c(src[i + 2 : close - 1]), quoted=True))
             return close
         if following == '"' and not quoted:
-            return self.double(i + 2, end, ctx, parts)
+            return self.double(i + 2, end, parts)
+        if following == "(":
+            empty = _EMPTY_SUBSTITUTION.match(src, i, end)
+            if empty is not None:
+                parts.append(Part("command", empty.group(), quoted))
+                return empty.end()
         if following in ("(", "{"):
-            span = self.spans.get(i)
-            if span is None or span.end > end:
-                raise ShellParseError("lost track of a substitution")
-            text = src[i : span.end]
-            if span.kind == "arith":
-                self.scan_parameter(i + 3, span.end - 2, ctx)
+            stop = self.span_end(i, end)
+            node = self.spans.get(i)
+            text = src[i:stop]
+            if node is None:
+                parts.append(Part("command", text, quoted))
+            elif node.type == "arithmetic_expansion":
+                self.inside(i + 3, stop - 2, in_double=True)
                 parts.append(Part("arithmetic", text, quoted))
-            elif span.kind == "param":
-                self.scan_parameter(i + 2, span.end - 1, ctx)
+            elif node.type == "expansion":
+                self.inside(i + 2, stop - 1, in_double=quoted)
                 parts.append(Part("parameter", text, quoted))
             else:
-                self.nested(i, span, ctx)
                 parts.append(Part("command", text, quoted))
-            return span.end
+            return stop
         if following and following in _NAME_START:
             j = i + 1
             while j < end and src[j] in _NAME_CHARS:
@@ -1279,48 +1925,6 @@ class _Walker:
             return i + 2
         parts.append(Part("text", "$", quoted))
         return i + 1
-
-    def scan_parameter(self, i: int, end: int, ctx: _Ctx) -> None:
-        # Only the substitutions inside `${...}` matter; their values are unknown anyway.
-        src = self.source
-        ignored: list[Part] = []
-        while i < end:
-            c = src[i]
-            if c == "\\":
-                i += 2
-            elif c == '"':
-                i = self.double(i + 1, end, ctx, ignored)
-            elif c == "$":
-                i = self.dollar(i, end, ctx, ignored, quoted=True)
-            elif c in "`<>" and (c == "`" or src.startswith("(", i + 1)):
-                i = self.substitution(i, ctx, ignored, quoted=True)
-            else:
-                i += 1
-
-    def substitution(self, i: int, ctx: _Ctx, parts: list[Part], *, quoted: bool) -> int:
-        span = self.spans.get(i)
-        if span is None:
-            raise ShellParseError("lost track of a substitution")
-        self.nested(i, span, ctx)
-        kind: PartKind = "process" if span.kind == "process" else "command"
-        parts.append(Part(kind, self.source[i : span.end], quoted))
-        return span.end
-
-    def nested(self, start: int, span: _Span, ctx: _Ctx) -> None:
-        if span.kind == "process":
-            label = "<(...)" if self.source[start] == "<" else ">(...)"
-            # `tee >(sh)`: what runs in >(...) reads the pipe.
-            piped = label == ">(...)" or ctx.stdin_piped
-        else:
-            label = "`...`" if span.kind == "backtick" else "$(...)"
-            piped = ctx.stdin_piped
-        inner = _Ctx(
-            nesting=(*ctx.nesting, label),
-            stdin_piped=piped,
-            functions=ctx.functions,
-            redirects=ctx.redirects,
-        )
-        self.out.extend(_parse(span.inner, inner, self.depth + 1))
 
 
 # --- programs that run other programs ---------------------------------------------
@@ -2116,6 +2720,8 @@ WRAPPERS: dict[str, _Handler] = {
         no_command=("-p", "--pid", "-m", "--max"),
     ),
     "exec": _wrapper(_options(flags="cl", args="a")),
+    # `coproc cmd args`; the compound forms are read as their compound.
+    "coproc": _wrapper(_options()),
     "builtin": _wrapper(_options()),
     "command": _command_builtin,
     "sudo": _sudo,

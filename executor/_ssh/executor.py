@@ -295,6 +295,10 @@ class SshExecutor(CommandRunner):
         read_limit: Bytes a `read_file` may return; past it the read fails.
         spill: A folder (or `True`: a temporary one) to keep the whole of a
             cut output in, a file per command (`CommandOutput.elided.spill`).
+        login: Run shell scripts in a login shell, `bash --login -c`, so
+            `/etc/profile` and the profile files apply; where the host has no
+            bash, such a command fails with `ExecutorError`. A command's own
+            `Command.shell(..., login=)` wins.
         kill_grace: Seconds between SIGTERM and SIGKILL when a tree is killed.
         drain_timeout: After a command exits, how long to go on reading while
             a background process still holds its output.

@@ -8,13 +8,15 @@ come back as the tool's declared final type (`convert` does the scalars).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import enum
 import hashlib
 import json
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -43,7 +45,15 @@ from executor._tools.tools import convert
 if TYPE_CHECKING:
     pass
 
-__all__ = ["ReplayHandle", "ToolRecorder", "decode_value", "encode_value", "tool_fingerprint"]
+__all__ = [
+    "ReplayHandle",
+    "ToolRecorder",
+    "bind_tool_run",
+    "current_tool_run",
+    "decode_value",
+    "encode_value",
+    "tool_fingerprint",
+]
 
 
 def _plain(value: Any) -> Any:
@@ -204,6 +214,30 @@ class ToolRecorder:
     async def abandon(self, *, ran: bool = True) -> None:
         """Mark the run interrupted (or forget it, if it never started)."""
         await self._settle(None, ran=ran)
+
+
+_current_run: contextvars.ContextVar[ToolRecorder | None] = contextvars.ContextVar(
+    "executor_tool_run", default=None
+)
+
+
+def current_tool_run() -> ToolRecorder | None:
+    """The journaled run a tool's `start()` is called for (its journal and key), or `None`.
+
+    A resumable tool keeps its own progress under the run's key, beside the
+    journal (the log tailer keeps its per-file offsets so).
+    """
+    return _current_run.get()
+
+
+@contextlib.contextmanager
+def bind_tool_run(recorder: ToolRecorder | None) -> Iterator[None]:
+    """Make `recorder` the `current_tool_run()` for the block (a session's call to `start()`)."""
+    token = _current_run.set(recorder)
+    try:
+        yield
+    finally:
+        _current_run.reset(token)
 
 
 class ReplayHandle(AsyncResource):

@@ -87,7 +87,7 @@ from executor._tools.policies import (
     Window,
     check_policy,
 )
-from executor._tools.replay import ReplayHandle, ToolRecorder
+from executor._tools.replay import ReplayHandle, ToolRecorder, bind_tool_run
 from executor._tools.tool import StreamingTool, check_tool, declared_types
 
 __all__ = ["StreamingToolSession"]
@@ -140,7 +140,10 @@ class StreamingToolSession(AsyncChunks[ChunkT], Generic[InputT, ChunkT, FinalT])
         key: The run's `IdempotencyKey` (or its text); a new one when
             omitted. Keep it to recover the run after a crash.
         on_interrupted: For a key whose run started and never finished:
-            `"fail"` raises `RunInterrupted`, `"rerun"` runs it again.
+            `"fail"` raises `RunInterrupted`, `"rerun"` runs it again. The
+            default is `"fail"`, or `"rerun"` for a tool that declares itself
+            `resumable` (it continues from progress it recorded under the key,
+            as the log tailer does).
     """
 
     tool: StreamingTool[InputT, ChunkT, FinalT]
@@ -156,7 +159,14 @@ class StreamingToolSession(AsyncChunks[ChunkT], Generic[InputT, ChunkT, FinalT])
         kw_only=True,
         converter=optional_key,
     )
-    on_interrupted: OnInterrupted = attrs.field(default="fail", kw_only=True)
+    on_interrupted: OnInterrupted = attrs.field(
+        kw_only=True,
+        # A tool that resumes from its own recorded progress reruns an interrupted key safely.
+        default=attrs.Factory(
+            lambda self: "rerun" if getattr(self.tool, "resumable", False) else "fail",
+            takes_self=True,
+        ),
+    )
     _recorder: ToolRecorder | None = attrs.field(default=None, init=False, repr=False)
     _handle: StreamingToolHandle[ChunkT, FinalT] | None = attrs.field(
         default=None, init=False, repr=False
@@ -224,7 +234,8 @@ class StreamingToolSession(AsyncChunks[ChunkT], Generic[InputT, ChunkT, FinalT])
             if stored is not None and recorder is not None:
                 handle = typing.cast(Any, ReplayHandle(recorder, stored))
             else:
-                handle = await self.tool.start(self.input)
+                with bind_tool_run(recorder):
+                    handle = await self.tool.start(self.input)
         except BaseException as exc:
             self._state = "closed"
             if recorder is not None:

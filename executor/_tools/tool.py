@@ -22,6 +22,7 @@ import attrs
 from executor._core.output import CommandOutput, Stderr, Stdout
 from executor._tools.handle import StreamingToolHandle
 from executor._tools.policies import Buffer, StreamingPolicy, check_policy
+from executor._tools.shapes import SpecShape, spec_in_shape
 from executor._tools.tools import convert, json_schema, load_arguments
 
 __all__ = ["StreamingTool", "check_tool", "declared_types"]
@@ -125,6 +126,15 @@ class StreamingTool(abc.ABC, Generic[InputT, ChunkT, FinalT]):
             "chunk_schema": self.chunk_schema,
             "final_schema": self.final_schema,
         }
+
+    def spec_for(self, shape: SpecShape, *, strict: bool | None = None) -> dict[str, Any]:
+        """The input's spec in the shape one model API takes, as `Tool.spec_for` writes it.
+
+        Raises:
+            ValueError: An unknown shape.
+            TypeError: The input has no form in that shape (see `spec_in_shape`).
+        """
+        return spec_in_shape(self.spec, shape, strict=strict)
 
     def parse_input(self, arguments: str | Mapping[str, Any] | Any) -> InputT:
         """Parse a model's arguments (JSON text or a decoded value) into the input type.

@@ -56,6 +56,7 @@ from executor._core.errors import (
 )
 from executor._core.output import CommandOutput
 from executor._core.render import for_model
+from executor._tools.shapes import SpecShape, spec_in_shape
 
 __all__ = ["AgentContext", "DefaultContext", "Tool", "ToolOutput", "ToolOutputKind", "tool"]
 
@@ -308,8 +309,30 @@ class Tool:
             parameters["$defs"] = builder.defs
         return {"name": self.name, "description": self.description, "parameters": parameters}
 
+    def spec_for(self, shape: SpecShape, *, strict: bool | None = None) -> dict[str, Any]:
+        """The tool's spec in the shape one model API takes (`spec` is OpenAI's function shape).
+
+        `"openai"` (Chat Completions) and `"openai-responses"` write strict
+        mode where the parameters have a strict form: every property required,
+        an optional one nullable, `null` standing for its default (which
+        `invoke` honours). `"anthropic"` gives `input_schema`, `"mcp"`
+        `inputSchema`, `"gemini"` a function declaration in Gemini's OpenAPI
+        subset. See `spec_in_shape` for `strict`.
+
+        Raises:
+            ValueError: An unknown shape.
+            TypeError: The parameters have no form in that shape (see
+                `spec_in_shape`).
+        """
+        return spec_in_shape(self.spec, shape, strict=strict)
+
     def parse_arguments(self, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
         """Parse a model's arguments into the declared types.
+
+        A `null` for a parameter with a default, whose type does not itself
+        take `None`, is taken as not given (the default applies), as OpenAI's
+        strict mode sends an optional parameter; so is a `null` for such a
+        field of a dataclass or TypedDict.
 
         Raises:
             InvalidArgument: A message for the model naming what was wrong,
@@ -330,6 +353,8 @@ class Tool:
             )
         parsed: dict[str, Any] = {}
         for parameter in self.parameters:
+            if _null_for_default(raw.get(parameter.name, 0), parameter):
+                continue
             if parameter.name not in raw:
                 if parameter.required:
                     raise InvalidArgument(raw, f"missing required argument {parameter.name!r}")
@@ -376,6 +401,17 @@ class Tool:
 
     async def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return await self.function(*args, **kwargs)
+
+
+def _null_for_default(value: object, parameter: _Parameter | _Field) -> bool:
+    """Whether `value` is a `null` standing for an optional parameter's default (strict mode)."""
+    if value is not None or parameter.required:
+        return False
+    try:
+        convert(None, parameter.annotation)
+    except InvalidArgument:
+        return True
+    return False
 
 
 def _to_output(result: object) -> ToolOutput:
@@ -972,6 +1008,8 @@ def _convert_object(value: Any, cls: type) -> Any:
         raise InvalidArgument(", ".join(unknown), f"unknown field; {cls.__name__} takes: {takes}")
     converted: dict[str, Any] = {}
     for field in fields:
+        if _null_for_default(value.get(field.name, 0), field):
+            continue
         if field.name not in value:
             if field.required:
                 raise InvalidArgument(value, f"missing required field {field.name!r}")

@@ -1,0 +1,500 @@
+"""The MCP server: the standard toolset over an executor, on the official `mcp` SDK.
+
+```python
+async with LocalExecutor("/srv/checkout") as ex, Toolset() as toolset:
+    await McpServer(ex, toolset).run_stdio()
+```
+
+It is built on the SDK's low-level `Server`, not its high-level one, because
+the high-level one turns a failed tool into a bare "Error executing tool
+..." text. Here every call's result carries, besides the text the model
+reads, `structuredContent` with the outcome's `kind` (`ok`, `failed`,
+`timed_out`, `denied`, `invalid_arguments`, `executor_error`), and for a
+command its `exit_code`, `signal`, `stdout`, `stderr` and `duration`;
+`isError` is set for every failure.
+
+- Output streams to the client as progress notifications while a command
+  runs (when the call carries a progress token): each notification's
+  `message` is the next piece of output, its `progress` the bytes so far.
+- A client's cancellation (`notifications/cancelled`, or the SDK client's
+  cancelled call) cancels the call, and the executor kills the command's
+  whole process tree.
+- Approval (`Approval` in the executor's chain, with `elicitation_approver`
+  as its approver) asks the client through MCP elicitation: a server-to-client
+  `elicitation/create` request on protocol versions up to 2025-11-25, an
+  `InputRequiredResult` the client answers and retries with on 2026-07-28. A
+  client that cannot elicit gets a refusal saying so (it fails closed).
+- `run_stdio()` serves one client on stdin and stdout; `run_http()` serves
+  streamable HTTP on 127.0.0.1, each request needing `Authorization: Bearer
+  <token>`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import contextvars
+import hashlib
+import hmac
+import json
+import socket
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import attrs
+
+from executor._core.base import ToolExecutor
+from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
+from executor._core.render import for_model
+from executor._policies.policies import ApprovalRequest
+from executor._policies.verdict import Verdict
+from executor._tools.tools import Tool, ToolOutput
+from executor._toolset.toolset import READ_ONLY_TOOLS, Toolset, ToolsetContext
+
+if TYPE_CHECKING:
+    import mcp_types
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel.server import Server
+
+__all__ = [
+    "McpServer",
+    "bearer_guard",
+    "elicitation_approver",
+    "mcp_tool",
+    "tool_result",
+]
+
+_INSTALL_HINT = "the MCP server needs the mcp SDK: pip install 'executor[mcp]'"
+# Per call: what progress notifications may carry before the rest is left to the result.
+_STREAM_LIMIT = 4 << 20
+_PIECE = 8192
+# What of a command's stdout and stderr the structured content carries, each.
+_STREAM_BUDGET = 16_000
+_WRITES = frozenset(
+    {"run", "shell", "job_start", "job_write", "job_signal", "job_stop", "terminal"}
+    | {"code_interpreter", "write_file", "edit_file"}
+)
+
+
+def _require_mcp() -> None:
+    try:
+        import mcp  # noqa: F401
+    except ImportError as error:
+        raise ImportError(_INSTALL_HINT) from error
+
+
+@attrs.define(eq=False)
+class _Call:
+    """The MCP request a tool call serves: what the approver needs to ask its client."""
+
+    ctx: ServerRequestContext[Any, Any]
+    params: mcp_types.CallToolRequestParams
+    pending: dict[str, Any] = attrs.Factory(dict)
+    # Answers of earlier rounds (2026-07-28), carried in `request_state`: a call that
+    # asks twice (a read, then a write) gets each answer once, not the last round's only.
+    answered: dict[str, bool] = attrs.Factory(dict)
+
+    def __attrs_post_init__(self) -> None:
+        state = self.params.request_state
+        if not state:
+            return
+        try:
+            decoded = json.loads(state)
+        except ValueError:
+            return
+        answers = decoded.get("approved") if isinstance(decoded, dict) else None
+        if isinstance(answers, dict):
+            self.answered = {
+                key: value
+                for key, value in answers.items()
+                if isinstance(key, str) and isinstance(value, bool)
+            }
+
+    def state(self) -> str:
+        """`request_state` for the next round: every answer so far."""
+        return json.dumps({"approved": self.answered}, sort_keys=True)
+
+
+_CURRENT: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
+    "executor_mcp_call", default=None
+)
+
+_APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Run it",
+            "description": "Whether this command may run",
+        }
+    },
+    "required": ["approve"],
+}
+
+
+def _verdict(result: mcp_types.ElicitResult) -> Verdict:
+    if result.action == "accept":
+        approved = bool((result.content or {}).get("approve"))
+        return Verdict(approved, None if approved else "the person said no")
+    if result.action == "decline":
+        return Verdict(False, "the person declined")
+    return Verdict(False, "the person cancelled the approval")
+
+
+async def elicitation_approver(request: ApprovalRequest) -> Verdict:
+    """An `Approval` approver that asks the MCP client serving the current call.
+
+    Outside an MCP call, or with a client that does not declare the
+    elicitation capability, it refuses, saying why.
+    """
+    call = _CURRENT.get()
+    if call is None:
+        return Verdict(False, "approval is needed, and there is no MCP client to ask")
+    from mcp_types import ElicitRequest, ElicitRequestFormParams
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    ctx = call.ctx
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or capabilities.elicitation is None:
+        return Verdict(
+            False,
+            "approval is needed, and this MCP client cannot be asked (it does not support "
+            "elicitation)",
+        )
+    message = f"Allow this command to run?\n\n{request.description}"
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        # 2026-07-28 has no server-to-client requests: the question goes back in an
+        # InputRequiredResult, and the client's answer arrives with its retry of the call.
+        from mcp_types import ElicitResult
+
+        key = "approve-" + hashlib.sha256(request.description.encode()).hexdigest()[:16]
+        answer = (call.params.input_responses or {}).get(key)
+        if answer is not None:
+            if not isinstance(answer, ElicitResult):
+                return Verdict(False, "the client answered the approval with something else")
+            verdict = _verdict(answer)
+            call.answered[key] = verdict.approved
+            return verdict
+        if key in call.answered:
+            approved = call.answered[key]
+            return Verdict(approved, None if approved else "the person said no")
+        call.pending[key] = ElicitRequest(
+            params=ElicitRequestFormParams(message=message, requested_schema=_APPROVAL_SCHEMA)
+        )
+        return Verdict(False, "waiting for the client's approval")
+    result = await ctx.session.elicit_form(
+        message, _APPROVAL_SCHEMA, related_request_id=ctx.request_id
+    )
+    return _verdict(result)
+
+
+def mcp_tool(tool: Tool) -> mcp_types.Tool:
+    """The MCP `Tool` listing of one of our tools: its name, description and input schema.
+
+    Annotations hint which tools only read (`readOnlyHint`) and which run
+    commands or write (`destructiveHint`); none reaches outside the
+    executor's world (`openWorldHint` false).
+    """
+    from mcp_types import Tool as McpTool, ToolAnnotations
+
+    shape = tool.spec_for("mcp")
+    read_only = tool.name in READ_ONLY_TOOLS
+    return McpTool(
+        name=shape["name"],
+        description=shape["description"],
+        input_schema=shape["inputSchema"],
+        annotations=ToolAnnotations(
+            read_only_hint=read_only,
+            destructive_hint=tool.name in _WRITES,
+            open_world_hint=False,
+        ),
+    )
+
+
+def _cut_text(data: bytes) -> str:
+    output = CommandOutput(chunks=(Stdout(data),), exit_code=None)
+    return for_model(output, budget=_STREAM_BUDGET)
+
+
+def tool_result(
+    name: str, output: ToolOutput, last: CommandOutput | None
+) -> mcp_types.CallToolResult:
+    """The MCP result of one call: the model's text, and the outcome in structured content.
+
+    `structuredContent` holds `tool`, `kind` (a `ToolOutputKind` value),
+    `is_error` and `exit_code`; when the call ran a process command also its
+    `signal`, `stdout`, `stderr` (each cut to 16,000 characters as
+    `for_model` cuts), `duration` and `truncated`.
+    """
+    from mcp_types import CallToolResult, TextContent
+
+    structured: dict[str, Any] = {
+        "tool": name,
+        "kind": output.kind.value,
+        "is_error": output.is_error,
+        "exit_code": output.exit_code,
+    }
+    if last is not None and last.exit_code is not None:
+        structured.update(
+            exit_code=last.exit_code,
+            signal=last.signal,
+            stdout=_cut_text(last.stdout),
+            stderr=_cut_text(last.stderr),
+            duration=round(last.duration, 6),
+            truncated=last.truncated,
+        )
+    return CallToolResult(
+        content=[TextContent(type="text", text=output.text)],
+        structured_content=structured,
+        is_error=output.is_error,
+    )
+
+
+class _Progress:
+    """A sink sending each piece of output to the client as a progress notification."""
+
+    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        self._ctx = ctx
+        self._sent = 0
+        self._decoders = {
+            Stdout: codecs.getincrementaldecoder("utf-8")("replace"),
+            Stderr: codecs.getincrementaldecoder("utf-8")("replace"),
+        }
+        self._stopped = False
+
+    async def __call__(self, chunk: Chunk) -> None:
+        if self._stopped:
+            return
+        self._sent += len(chunk.data)
+        text = self._decoders[type(chunk)].decode(chunk.data)
+        if self._sent > _STREAM_LIMIT:
+            self._stopped = True
+            text = f"[... further output is not streamed; the result holds its end ...]\n{text}"
+        for start in range(0, len(text), _PIECE):
+            await self._ctx.session.report_progress(self._sent, None, text[start : start + _PIECE])
+
+
+def _wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
+    meta = ctx.meta
+    return bool(meta) and meta.get("progress_token") is not None  # type: ignore[union-attr]
+
+
+class McpServer:
+    """Serves a `Toolset` over MCP, its tools running through `executor`.
+
+    Args:
+        executor: What the tools run commands through, policies included (see
+            `build_executor` for the chain the command line builds).
+        toolset: The tools to offer; `Toolset()` by default.
+        name: The server's name in the MCP handshake.
+        instructions: What the server tells the client about itself.
+
+    Raises:
+        ImportError: The `mcp` SDK is not installed (`executor[mcp]`).
+    """
+
+    def __init__(
+        self,
+        executor: ToolExecutor,
+        toolset: Toolset | None = None,
+        *,
+        name: str = "executor",
+        instructions: str | None = None,
+    ) -> None:
+        _require_mcp()
+        if not isinstance(executor, ToolExecutor):
+            raise TypeError(f"expected a ToolExecutor, got {type(executor).__name__}")
+        self.executor = executor
+        self.toolset = toolset if toolset is not None else Toolset()
+        self.name = name
+        self.instructions = instructions or (
+            "Tools to run commands and read, write, edit and search files in one workspace. "
+            "A result's structuredContent holds the exit code and stderr of a command."
+        )
+        self._server: Server[Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"McpServer({self.executor!r}, {self.toolset!r})"
+
+    @property
+    def server(self) -> Server[Any]:
+        """The SDK's low-level `Server`, built on first use."""
+        if self._server is None:
+            self._server = self._build()
+        return self._server
+
+    def _build(self) -> Server[Any]:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from mcp.server.lowlevel.server import Server
+
+        try:
+            ours = version("executor")
+        except PackageNotFoundError:
+            ours = "0"
+        return Server(
+            self.name,
+            version=ours,
+            instructions=self.instructions,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+
+    async def _list_tools(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: mcp_types.PaginatedRequestParams | None,
+    ) -> mcp_types.ListToolsResult:
+        from mcp_types import ListToolsResult
+
+        return ListToolsResult(tools=[mcp_tool(t) for t in self.toolset.tools])
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.CallToolRequestParams
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+        from mcp_types import InputRequiredResult
+
+        context = ToolsetContext(
+            self.executor, on_output=_Progress(ctx) if _wants_progress(ctx) else None
+        )
+        call = _Call(ctx, params)
+        token = _CURRENT.set(call)
+        try:
+            output = await self.toolset.call(context, params.name, params.arguments or {})
+        finally:
+            _CURRENT.reset(token)
+        if call.pending:
+            return InputRequiredResult(input_requests=call.pending, request_state=call.state())
+        return tool_result(params.name, output, context.last_output)
+
+    async def run_stdio(self) -> None:
+        """Serve one client on this process's stdin and stdout until it closes them."""
+        from executor._mcp.stdio import stdio_streams
+
+        server = self.server
+        async with stdio_streams() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    def http_app(self, token: str | None, *, host: str = "127.0.0.1") -> Any:
+        """The streamable HTTP ASGI app at `/mcp`, guarded by `token` (`None`: no guard)."""
+        app = self.server.streamable_http_app(host=host)
+        return app if token is None else bearer_guard(app, token)
+
+    async def run_http(
+        self,
+        *,
+        token: str | None,
+        host: str = "127.0.0.1",
+        port: int = 8765,
+        ready: Callable[[str], Any] | None = None,
+    ) -> None:
+        """Serve streamable HTTP at `http://HOST:PORT/mcp` until cancelled.
+
+        Args:
+            token: The bearer token every request must carry; `None` serves
+                without one (only when asked for explicitly).
+            host: The address to bind; 127.0.0.1 by default.
+            port: The port; 0 picks a free one.
+            ready: Called with the URL once the socket is bound (with the
+                real port), before the first request is taken.
+        """
+        try:
+            import uvicorn
+        except ImportError as error:
+            raise ImportError(_INSTALL_HINT) from error
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(128)
+            sock.set_inheritable(False)
+            bound = sock.getsockname()[1]
+            shown = f"[{host}]" if family == socket.AF_INET6 else host
+            url = f"http://{shown}:{bound}/mcp"
+            config = uvicorn.Config(
+                self.http_app(token, host=host),
+                log_level="warning",
+                lifespan="on",
+                timeout_graceful_shutdown=1,
+            )
+            server = _uvicorn_server()(config)
+            if ready is not None:
+                ready(url)
+
+            async def serve() -> None:
+                # Shielded: a cancel asks uvicorn to shut down (below) instead of tearing
+                # it apart mid-request; its own shutdown ends the calls still running.
+                with anyio.CancelScope(shield=True):
+                    await server.serve(sockets=[sock])
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(serve)
+                try:
+                    await anyio.sleep_forever()
+                finally:
+                    server.should_exit = True
+        finally:
+            sock.close()
+
+
+def _uvicorn_server() -> type[Any]:
+    import uvicorn
+
+    class Quiet(uvicorn.Server):
+        """uvicorn's server, leaving signals to the caller.
+
+        Its own handlers would re-raise SIGTERM once it stopped, killing the
+        process before the executor had ended the commands it runs.
+        """
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return Quiet
+
+
+def bearer_guard(app: Any, token: str) -> Callable[..., Awaitable[None]]:
+    """An ASGI app that passes to `app` only HTTP requests with `Authorization: Bearer <token>`.
+
+    A missing or wrong token gets 401 with `WWW-Authenticate: Bearer`; the
+    comparison takes the same time whatever the token sent.
+    """
+    if not token:
+        raise ValueError("the bearer token must not be empty")
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        if scope.get("type") != "http":
+            await app(scope, receive, send)
+            return
+        given = b""
+        for name, value in scope.get("headers", ()):
+            if name.lower() == b"authorization":
+                given = value
+                break
+        if hmac.compare_digest(given, expected):
+            await app(scope, receive, send)
+            return
+        reason = b"missing bearer token" if not given else b"wrong bearer token"
+        body = b'{"error": "unauthorized", "error_description": "' + reason + b'"}'
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="executor"'),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    return guarded

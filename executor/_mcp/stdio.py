@@ -1,0 +1,127 @@
+"""MCP's stdio transport without threads: newline-delimited JSON-RPC on stdin and stdout.
+
+The SDK's `stdio_server` reads each line and writes each message in a worker
+thread (`anyio.wrap_file`): three thread hand-offs per call, which on a busy
+machine cost more than the rest of the call. Here the pipes are read and
+written non-blocking from the event loop (`anyio.wait_readable` /
+`wait_writable`), on asyncio and trio alike.
+
+As the SDK's transport does, it serves from private copies of fds 0 and 1
+and points those at /dev/null and stderr while it serves, so that nothing
+else in the process, nor a child that inherits them, reads the wire or
+writes onto it; they are restored at the end. Where stdin or stdout is not a
+pipe, socket or terminal (a regular file, which cannot be polled), the SDK's
+own transport is used instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+
+__all__ = ["stdio_streams"]
+
+_READ = 1 << 16
+
+
+def _pollable(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+
+
+@contextlib.asynccontextmanager
+async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
+    """The (read, write) streams of MCP messages on this process's stdin and stdout."""
+    if not (_pollable(0) and _pollable(1)):
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as streams:
+            yield streams
+        return
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
+    reader, writer = os.dup(0), os.dup(1)  # not inherited by children (PEP 446)
+    blocking = os.get_blocking(reader), os.get_blocking(writer)
+    saved_in, saved_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    os.set_blocking(reader, False)
+    os.set_blocking(writer, False)
+    incoming_send, incoming = anyio.create_memory_object_stream[Any](0)
+    outgoing, outgoing_receive = anyio.create_memory_object_stream[Any](0)
+
+    async def read() -> None:
+        buffer = bytearray()
+        async with incoming_send:
+            while True:
+                await anyio.wait_readable(reader)
+                try:
+                    data = os.read(reader, _READ)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    return
+                buffer += data
+                while (end := buffer.find(b"\n")) >= 0:
+                    line = bytes(buffer[:end])
+                    del buffer[: end + 1]
+                    if not line.strip():
+                        continue
+                    try:
+                        message = mcp_types.jsonrpc_message_adapter.validate_json(
+                            line, by_name=False
+                        )
+                    except Exception as error:  # the SDK answers a malformed line itself
+                        await incoming_send.send(error)
+                        continue
+                    await incoming_send.send(SessionMessage(message))
+
+    written = anyio.Event()
+
+    async def write() -> None:
+        try:
+            async with outgoing_receive:
+                async for session_message in outgoing_receive:
+                    message = session_message.message
+                    text = message.model_dump_json(by_alias=True, exclude_unset=True)
+                    view = memoryview(f"{text}\n".encode())
+                    while view:
+                        try:
+                            view = view[os.write(writer, view) :]
+                        except BlockingIOError:
+                            await anyio.wait_writable(writer)
+        finally:
+            written.set()
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(read)
+            group.start_soon(write)
+            try:
+                yield incoming, outgoing
+            finally:
+                # The server is done: let the writer send what it holds, then stop reading.
+                outgoing.close()
+                with anyio.move_on_after(5, shield=True):
+                    await written.wait()
+                group.cancel_scope.cancel()
+    finally:
+        for fd, was in zip((reader, writer), blocking, strict=True):
+            with contextlib.suppress(OSError):
+                os.set_blocking(fd, was)
+            os.close(fd)
+        os.dup2(saved_in, 0)
+        os.dup2(saved_out, 1)
+        os.close(saved_in)
+        os.close(saved_out)

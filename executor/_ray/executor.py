@@ -1,0 +1,518 @@
+"""`RayExecutor`: commands on a Ray cluster's node, through an actor holding a `LocalExecutor`.
+
+`pip install executor[ray]`. The executor places one actor (see
+`executor._ray.node`) by resources, a custom resource, a node id or a
+placement group bundle, at the first command or on `async with`. Every
+call goes to that actor: commands and file operations stream their output
+back as Ray streaming generators, sessions keep one generator open for
+their output and send each stdin event as a call, listings come in
+batches. The actor is made with no restarts and no task retries, so Ray
+never runs a command twice. While a call waits, the actor is pinged: one
+that stops answering (its worker or its node died) fails the call with
+`ExecutorError` naming it, within `ping_timeout` seconds and a ping period.
+
+`RayPool` places many executors over the cluster through one placement
+group and says where each runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any, Self, TypeVar
+
+import anyio
+import attrs
+
+from executor._core.base import CommandRunner, LoadedFile, Sink, call_sink
+from executor._core.cleanup import run_to_completion
+from executor._core.commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile, session_argv
+from executor._core.errors import ExecutorError
+from executor._core.output import CommandOutput
+from executor._core.session import ProcessSession
+from executor._local.sandbox import Sandbox
+from executor._ray.node import NODE_VARIABLE, NodeExecutor, decode_failure
+
+__all__ = ["NODE_VARIABLE", "NodeInfo", "RayExecutor", "RayPool", "RaySession"]
+
+_T = TypeVar("_T")
+_INSTALL = "RayExecutor needs Ray: pip install 'executor[ray]'"
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as error:  # pragma: no cover - exercised without the extra
+        raise ImportError(_INSTALL) from error
+    return ray
+
+
+@functools.cache
+def _actor_class() -> Any:
+    ray = _ray()
+    # Async methods: the actor serves many calls at once on its event loop.
+    return ray.remote(max_restarts=0, max_task_retries=0)(NodeExecutor)
+
+
+@attrs.frozen
+class NodeInfo:
+    """Where a `RayExecutor`'s actor runs."""
+
+    node_id: str
+    hostname: str
+    pid: int
+    workdir: str
+
+
+def _mapping(value: Mapping[str, float] | None) -> dict[str, float]:
+    return dict(value or {})
+
+
+@attrs.define(eq=False)
+class RayExecutor(CommandRunner):
+    """Runs commands on a Ray cluster's node, in a `LocalExecutor` an actor holds there.
+
+    Args:
+        address: The cluster (`ray.init(address=...)`: `"auto"`, `"HOST:PORT"`,
+            `"ray://HOST:10001"`); `None` uses the Ray this process is connected to,
+            or starts one as `ray.init()` does.
+        workdir: Where commands start on the node; by default a new temporary
+            folder there, removed at `aclose()`.
+        resources: Custom resources the actor needs (`{"gpu-node": 0.01}`).
+        num_cpus: CPUs the actor holds while it lives (0: none; its commands
+            use what the node has).
+        node_id: Place the actor on this node (hard affinity).
+        placement_group: Place it in this placement group's bundle `bundle_index`.
+        bundle_index: The bundle of `placement_group` (`-1`: any).
+        sandbox: Run the node's commands under this `Sandbox`.
+        runtime_env: Ray's runtime environment for the actor.
+        placement_timeout: Seconds to wait for the actor to be placed and start.
+        ping_interval: Seconds between liveness checks while a call waits.
+        ping_timeout: Seconds a liveness check may take before the actor counts
+            as gone (a busy node answers late, so not too few).
+
+    The other options (`default_timeout`, `kill_grace`, `output_limit`, `envs`, ...)
+    are the node's `LocalExecutor`'s. Commands see `EXECUTOR_RAY_NODE_ID`.
+    Needs asyncio (Ray's object references are asyncio futures).
+
+    """
+
+    address: str | None = attrs.field(default=None)
+    workdir: str | None = attrs.field(default=None, kw_only=True)
+    resources: Mapping[str, float] = attrs.field(factory=dict, kw_only=True, converter=_mapping)
+    num_cpus: float = attrs.field(default=0, kw_only=True)
+    node_id: str | None = attrs.field(default=None, kw_only=True)
+    placement_group: Any = attrs.field(default=None, kw_only=True)
+    bundle_index: int = attrs.field(default=-1, kw_only=True)
+    sandbox: Sandbox | None = attrs.field(default=None, kw_only=True)
+    runtime_env: Mapping[str, Any] | None = attrs.field(default=None, kw_only=True)
+    placement_timeout: float = attrs.field(default=120.0, kw_only=True)
+    ping_interval: float = attrs.field(default=2.0, kw_only=True)
+    ping_timeout: float = attrs.field(default=30.0, kw_only=True)
+    _actor: Any = attrs.field(init=False, default=None, repr=False)
+    _info: NodeInfo | None = attrs.field(init=False, default=None, repr=False)
+    _lock: anyio.Lock | None = attrs.field(init=False, default=None, repr=False)
+    _ids: itertools.count[int] = attrs.field(init=False, factory=itertools.count, repr=False)
+
+    def __repr__(self) -> str:
+        where = self._info.node_id[:12] if self._info else "unplaced"
+        return f"RayExecutor({self.address!r}, node={where})"
+
+    async def __aenter__(self) -> Self:
+        await self._ensure()
+        return self
+
+    # --- the actor ----------------------------------------------------------
+
+    def _options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {"num_cpus": self.num_cpus}
+        if self.resources:
+            options["resources"] = dict(self.resources)
+        if self.runtime_env is not None:
+            options["runtime_env"] = dict(self.runtime_env)
+        if self.node_id is not None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+                self.node_id, soft=False
+            )
+        elif self.placement_group is not None:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                self.placement_group, placement_group_bundle_index=self.bundle_index
+            )
+        return options
+
+    def _local_options(self) -> dict[str, Any]:
+        return {
+            "default_timeout": self.default_timeout,
+            "env_clear": self.env_clear,
+            "env_remove": self.env_remove,
+            "envs": dict(self.envs),
+            "output_limit": self.output_limit,
+            "kill_grace": self.kill_grace,
+            "drain_timeout": self.drain_timeout,
+            "read_limit": self.read_limit,
+            "spill": self.spill,
+            "login": self.login,
+        }
+
+    async def _ensure(self) -> Any:
+        self._check_open()
+        if self._actor is not None:
+            return self._actor
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            self._check_open()
+            if self._actor is None:
+                ray = _ray()
+                if not ray.is_initialized():
+                    await anyio.to_thread.run_sync(
+                        functools.partial(ray.init, address=self.address, log_to_driver=False)
+                    )
+                actor = (
+                    _actor_class()
+                    .options(**self._options())
+                    .remote(self.workdir, self._local_options(), self.sandbox)
+                )
+                try:
+                    with anyio.fail_after(self.placement_timeout):
+                        described = await actor.describe.remote()
+                except TimeoutError:
+                    await run_to_completion(functools.partial(self._kill_actor, actor))
+                    raise ExecutorError(
+                        f"no node of the Ray cluster took the actor within "
+                        f"{self.placement_timeout}s (it asks for {self._options()})"
+                    ) from None
+                except BaseException as error:
+                    await run_to_completion(functools.partial(self._kill_actor, actor))
+                    if isinstance(error, Exception) and _is_ray_error(error):
+                        raise ExecutorError(f"the Ray actor could not start: {error}") from None
+                    raise
+                self._info = NodeInfo(**described)
+                self._actor = actor
+        return self._actor
+
+    async def node(self) -> NodeInfo:
+        """Where the actor runs (placing it first if it is not yet)."""
+        await self._ensure()
+        assert self._info is not None
+        return self._info
+
+    async def _kill_actor(self, actor: Any) -> None:
+        ray = _ray()
+        with contextlib.suppress(Exception):
+            with anyio.move_on_after(self.ping_timeout + self.kill_grace + 5):
+                await actor.close.remote()
+        with contextlib.suppress(Exception):
+            ray.kill(actor, no_restart=True)
+
+    async def _shut_down(self) -> None:
+        actor, self._actor = self._actor, None
+        if actor is not None:
+            await self._kill_actor(actor)
+
+    def _gone(self, error: BaseException) -> ExecutorError:
+        where = f"on node {self._info.node_id}" if self._info else "being placed"
+        return ExecutorError(f"the Ray actor {where} is gone: {type(error).__name__}: {error}")
+
+    async def _watch(self, actor: Any) -> None:
+        """Return (raise) once the actor stops answering pings: it or its node died."""
+        while True:
+            await anyio.sleep(self.ping_interval)
+            try:
+                with anyio.fail_after(self.ping_timeout):
+                    await actor.ping.remote()
+            except TimeoutError:
+                raise ExecutorError(
+                    f"the Ray actor on node {self._info.node_id if self._info else '?'} "
+                    f"did not answer within {self.ping_timeout}s: its worker or node is gone"
+                ) from None
+            except Exception as error:
+                raise self._gone(error) from None
+
+    async def _guarded(self, actor: Any, work: Callable[[], Awaitable[_T]]) -> _T:
+        """Run `work` while watching the actor: a lost actor ends it with `ExecutorError`.
+
+        Ray's own failures become `ExecutorError`; anything else (a sink's
+        error, a cancellation) passes as it is.
+        """
+        lost: list[ExecutorError] = []
+        done: list[_T] = []
+
+        async def watch() -> None:
+            try:
+                await self._watch(actor)
+            except ExecutorError as error:
+                lost.append(error)
+                tasks.cancel_scope.cancel()
+
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(watch)
+                try:
+                    done.append(await work())
+                finally:
+                    tasks.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # Only `work` can fail here: the group holds its one error; raise it as is.
+            error = group.exceptions[0] if len(group.exceptions) == 1 else group
+            if isinstance(error, Exception) and _is_ray_error(error):
+                raise self._gone(error) from None
+            raise error from None
+        except Exception as error:
+            if _is_ray_error(error):
+                raise self._gone(error) from None
+            raise
+        if lost:
+            raise lost[0]
+        return done[0]
+
+    async def _call(self, actor: Any, ref: Any) -> Any:
+        """Await one actor call, watching the actor."""
+
+        async def wait() -> Any:
+            return await ref
+
+        return await self._guarded(actor, wait)
+
+    async def _stream(self, actor: Any, generator: Any, take: Any) -> tuple[Any, ...]:
+        """Feed each item of a streaming call to `take` until the outcome; return the outcome."""
+
+        async def read() -> tuple[Any, ...]:
+            async for ref in generator:
+                item: tuple[Any, ...] = await ref
+                if item[0] in ("chunks", "files"):
+                    await take(item[1])
+                else:
+                    return item
+            raise ExecutorError("the Ray actor ended the call without an outcome")
+
+        return await self._guarded(actor, read)
+
+    # --- commands -------------------------------------------------------------
+
+    async def _run(self, cmd: Command, sink: Sink | None) -> CommandOutput:
+        actor = await self._ensure()
+        run_id = next(self._ids)
+        finished = False
+
+        async def take(chunks: list[Any]) -> None:
+            if sink is not None:
+                for chunk in chunks:
+                    await call_sink(sink, chunk)
+
+        try:
+            if sink is None:
+                outcome = await self._call(actor, actor.run_whole.remote(run_id, cmd))
+            else:
+                outcome = await self._stream(actor, actor.run.remote(run_id, cmd), take)
+            finished = True
+        finally:
+            if not finished:
+                # Cancelled, a failing sink, a lost actor: end the tree on the node.
+                await run_to_completion(functools.partial(self._cancel_run, actor, run_id))
+        if outcome[0] == "done":
+            output: CommandOutput = outcome[1]
+            return output
+        # The node's executor already streamed a failure's output to the sink.
+        raise decode_failure(outcome)
+
+    async def _cancel_run(self, actor: Any, run_id: int) -> None:
+        with contextlib.suppress(Exception):
+            with anyio.move_on_after(self.ping_timeout + self.kill_grace + 5):
+                await actor.cancel.remote(run_id)
+
+    async def _process(
+        self, cmd: Command, argv: tuple[str, ...], stdin: bytes | None, sink: Sink | None
+    ) -> CommandOutput:
+        return await self._run(cmd, sink)
+
+    async def _read_file(self, cmd: ReadFile, sink: Sink | None) -> CommandOutput:
+        return await self._run(cmd, sink)
+
+    async def _write_file(self, cmd: WriteFile, sink: Sink | None) -> CommandOutput:
+        return await self._run(cmd, sink)
+
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """A session of `cmd` on the node (see `ToolExecutor.start`)."""
+        self._check_open()
+        if not isinstance(cmd, Shell | Exec):
+            raise ExecutorError(f"RayExecutor cannot start {type(cmd).__name__} sessions")
+        session_argv(cmd)  # a #! script cannot be a session: say so now
+        return RaySession(self, cmd, pty=pty)
+
+    async def stream_files(
+        self, path: StrPath, extensions: Iterable[str] | None = None
+    ) -> AsyncIterator[LoadedFile]:
+        """The text files below `path` on the node (see `ToolExecutor.stream_files`)."""
+        actor = await self._ensure()
+        wanted = list(extensions) if extensions is not None else None
+        try:
+            async for ref in actor.list_files.remote(path, wanted):
+                item = await ref
+                if item[0] == "files":
+                    for loaded in item[1]:
+                        yield loaded
+                elif item[0] == "done":
+                    return
+                else:
+                    raise decode_failure(item)
+        except Exception as error:
+            if _is_ray_error(error):
+                raise self._gone(error) from None
+            raise
+
+
+def _is_ray_error(error: BaseException) -> bool:
+    try:
+        from ray.exceptions import RayError
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(error, RayError)
+
+
+class RaySession(ProcessSession):
+    """A session of a command on a Ray node: output streamed back, each stdin event a call."""
+
+    def __init__(self, executor: RayExecutor, cmd: Command, *, pty: bool) -> None:
+        super().__init__(pty=pty, initial_stdin=cmd.stdin)
+        self._executor = executor
+        self._cmd = cmd.with_stdin(None) if cmd.stdin is not None else cmd
+        self._id = next(executor._ids)
+        self._actor: Any = None
+        self._pid: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The command's pid on its node."""
+        return self._pid
+
+    async def _begin(self) -> None:
+        actor = self._actor = await self._executor._ensure()
+        started = await self._executor._call(
+            actor, actor.session_open.remote(self._id, self._cmd, self.pty)
+        )
+        if started[0] != "started":
+            raise decode_failure(started)
+        self._pid = started[1]
+
+    async def _run(self) -> CommandOutput:
+        async def take(chunks: list[Any]) -> None:
+            for chunk in chunks:
+                await self._deliver(chunk)
+
+        outcome = await self._executor._stream(
+            self._actor, self._actor.session_stream.remote(self._id), take
+        )
+        if outcome[0] == "done":
+            output: CommandOutput = outcome[1]
+            return output
+        raise decode_failure(outcome)
+
+    async def _op(self, op: str, *args: Any) -> None:
+        result = await self._executor._call(
+            self._actor, self._actor.session_call.remote(self._id, op, *args)
+        )
+        if result is not None:
+            raise decode_failure(result)
+
+    async def _write_input(self, data: bytes) -> None:
+        await self._op("write", data)
+
+    async def _close_input(self) -> None:
+        await self._op("close")
+
+    async def _signal(self, signal: int) -> None:
+        await self._op("signal", signal)
+
+    async def _resize(self, cols: int, rows: int) -> None:
+        await self._op("resize", cols, rows)
+
+    async def _terminate(self, grace: float | None = None) -> None:
+        if self._actor is not None:
+            with contextlib.suppress(ExecutorError):
+                await run_to_completion(functools.partial(self._op, "cancel"))
+
+    async def _release(self) -> None:
+        if self._actor is not None:
+            with contextlib.suppress(ExecutorError):
+                await run_to_completion(functools.partial(self._op, "release"))
+
+
+@attrs.define(eq=False)
+class RayPool:
+    """Many `RayExecutor`s placed over a cluster through one placement group.
+
+    `size` bundles of `bundle` resources, placed by `strategy` (`"SPREAD"`
+    over the nodes by default; `"PACK"`, `"STRICT_SPREAD"`, `"STRICT_PACK"`).
+    `executor(index)` gives an executor in bundle `index % size`: one per
+    agent, or several agents to a bundle. `aclose()` closes every executor
+    made and removes the group.
+    """
+
+    size: int
+    bundle: Mapping[str, float] = attrs.field(factory=lambda: {"CPU": 0.01}, kw_only=True)
+    strategy: str = attrs.field(default="SPREAD", kw_only=True)
+    address: str | None = attrs.field(default=None, kw_only=True)
+    options: Mapping[str, Any] = attrs.field(factory=dict, kw_only=True)
+    _group: Any = attrs.field(init=False, default=None, repr=False)
+    _executors: list[RayExecutor] = attrs.field(init=False, factory=list, repr=False)
+
+    async def __aenter__(self) -> Self:
+        await self.ready()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def ready(self) -> None:
+        """Make the placement group and wait until the cluster has placed its bundles."""
+        if self._group is not None:
+            return
+        ray = _ray()
+        if not ray.is_initialized():
+            await anyio.to_thread.run_sync(
+                functools.partial(ray.init, address=self.address, log_to_driver=False)
+            )
+        from ray.util.placement_group import placement_group
+
+        group = placement_group([dict(self.bundle)] * self.size, strategy=self.strategy)
+        try:
+            await group.ready()
+        except Exception as error:
+            raise ExecutorError(f"the placement group could not be placed: {error}") from None
+        self._group = group
+
+    def executor(self, index: int, **options: Any) -> RayExecutor:
+        """An executor in bundle `index % size` (the pool's options, then these)."""
+        if self._group is None:
+            raise ExecutorError("the pool is not ready: `async with pool` or `await pool.ready()`")
+        made = RayExecutor(
+            self.address,
+            placement_group=self._group,
+            bundle_index=index % self.size,
+            **{**self.options, **options},
+        )
+        self._executors.append(made)
+        return made
+
+    async def placements(self) -> list[NodeInfo]:
+        """Where each executor made so far runs, in the order they were made."""
+        return [await executor.node() for executor in self._executors]
+
+    async def aclose(self) -> None:
+        """Close every executor of the pool, then remove the placement group."""
+        async with anyio.create_task_group() as tasks:
+            for executor in self._executors:
+                tasks.start_soon(executor.aclose)
+        if self._group is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            with contextlib.suppress(Exception):
+                remove_placement_group(self._group)
+            self._group = None

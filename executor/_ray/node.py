@@ -1,0 +1,387 @@
+"""The actor a `RayExecutor` places on a node: a `LocalExecutor` there, driven from afar.
+
+It runs in a Ray worker process on the chosen node, as an async actor (its
+methods run on the worker's event loop, many at once). Commands run
+through a `LocalExecutor` (sandboxed when asked), created on the first
+call. Output travels back as Ray streaming generators: batches of chunks,
+then one outcome item. Failures cross as values, never as raised
+exceptions (which Ray would wrap, and whose `output` pickling would lose):
+`("error", class name, message, output)`.
+
+Sessions each live in one task of their own here, which enters the local
+session and serves the operations the driver sends, so the session's task
+group is entered and left by the same task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from executor._core import errors
+from executor._core.base import LoadedFile
+from executor._core.commands import Command, StrPath
+from executor._core.errors import CommandError
+from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
+from executor._core.session import ProcessSession
+from executor._core.stdin import Bytes, Resize, Signal, UnixSignal
+from executor._local.executor import LocalExecutor
+from executor._local.sandbox import Sandbox
+
+__all__ = ["NODE_VARIABLE", "NodeExecutor", "decode_failure", "encode_failure"]
+
+NODE_VARIABLE = "EXECUTOR_RAY_NODE_ID"
+"""Set in every command's environment: the Ray node id the command runs on."""
+
+# How much output one streamed item carries at most, and how many wait.
+_BATCH = 1 << 20
+_QUEUE = 64
+# Seconds between checks that the node's raylet lives; most a lost node's close may take.
+_RAYLET_CHECK = 0.25
+_CLOSE_ON_NODE_LOSS = 10.0
+
+Failure = tuple[str, str, tuple[Any, ...], dict[str, Any]]
+
+
+def encode_failure(error: BaseException) -> Failure:
+    """An executor error (or an OS error of a listing) as a value Ray carries intact.
+
+    The class by name, the exception's args and its attributes (`output`,
+    `timeout`, `path`, ...): enough to make the same exception again.
+    """
+    if isinstance(error, CommandError):
+        return ("error", type(error).__name__, error.args, dict(vars(error)))
+    if isinstance(error, FileNotFoundError | NotADirectoryError | PermissionError):
+        return ("oserror", type(error).__name__, (str(error),), {})
+    return ("error", "ExecutorError", (f"{type(error).__name__}: {error}",), {})
+
+
+def decode_failure(item: tuple[Any, ...]) -> BaseException:
+    """The exception `encode_failure` encoded, as the caller would have seen it locally."""
+    kind, name, args, attributes = item
+    if kind == "oserror":
+        oserrors = {"NotADirectoryError": NotADirectoryError, "PermissionError": PermissionError}
+        return oserrors.get(name, FileNotFoundError)(*args)
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, CommandError)):
+        return errors.ExecutorError(str(args[0]) if args else name)
+    # Made again without its own __init__, whose arguments differ class by class.
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(attributes)
+    error.__dict__.setdefault("message", str(args[0]) if args else name)
+    error.__dict__.setdefault("output", CommandOutput.empty())
+    return error
+
+
+def _coalesce(chunks: list[Chunk]) -> list[Chunk]:
+    """Neighbouring chunks of one stream joined: fewer, larger items to carry."""
+    out: list[Chunk] = []
+    for chunk in chunks:
+        if out and type(out[-1]) is type(chunk):
+            out[-1] = type(chunk)(out[-1].data + chunk.data)
+        else:
+            out.append(chunk)
+    return out
+
+
+async def _drain(queue: asyncio.Queue[Any], first: Any) -> tuple[list[Chunk], Any]:
+    """`first` and what else waits in `queue` (up to a batch), and an outcome met on the way."""
+    chunks: list[Chunk] = []
+    size = 0
+    item = first
+    while True:
+        if not isinstance(item, Stdout | Stderr):
+            return _coalesce(chunks), item
+        chunks.append(item)
+        size += len(item.data)
+        if size >= _BATCH or queue.empty():
+            return _coalesce(chunks), None
+        item = queue.get_nowait()
+
+
+class _SessionHost:
+    """One session on this node: its task enters it and serves the driver's operations."""
+
+    def __init__(self, local: LocalExecutor, cmd: Command, pty: bool) -> None:
+        self.out: asyncio.Queue[Any] = asyncio.Queue(_QUEUE)
+        self.ops: asyncio.Queue[tuple[str, tuple[Any, ...], asyncio.Future[Any]]] = asyncio.Queue()
+        self.ready: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        self.task = asyncio.ensure_future(self._main(local, cmd, pty))
+
+    async def _main(self, local: LocalExecutor, cmd: Command, pty: bool) -> None:
+        try:
+            session = await local.start(cmd, pty=pty)
+            async with session:
+                self.ready.set_result(session.pid)
+                forward = asyncio.ensure_future(self._forward(session))
+                try:
+                    await self._serve(session)
+                finally:
+                    forward.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await forward
+        except BaseException as error:
+            if not self.ready.done():
+                self.ready.set_result(None)
+                await self.out.put(encode_failure(error))
+            if not isinstance(error, Exception):
+                raise
+
+    async def _forward(self, session: ProcessSession) -> None:
+        async for item in session:
+            await self.out.put(item.chunk)
+        try:
+            output = await session.finalize()
+        except Exception as error:
+            await self.out.put(encode_failure(error))
+        else:
+            await self.out.put(("done", output))
+
+    async def _serve(self, session: ProcessSession) -> None:
+        while True:
+            op, args, reply = await self.ops.get()
+            if op == "release":
+                reply.set_result(None)
+                return
+            try:
+                if op == "write":
+                    await session.send_stdin(Bytes(args[0]))
+                elif op == "close":
+                    await session.close_stdin()
+                elif op == "signal":
+                    await session.send_stdin(Signal(UnixSignal(args[0])))
+                elif op == "resize":
+                    await session.send_stdin(Resize(*args))
+                elif op == "cancel":
+                    session.cancel()
+                reply.set_result(None)
+            except Exception as error:
+                reply.set_result(encode_failure(error))
+
+    async def call(self, op: str, *args: Any) -> Any:
+        reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.task.done():
+            return None
+        await self.ops.put((op, args, reply))
+        done, _ = await asyncio.wait({reply, self.task}, return_when=asyncio.FIRST_COMPLETED)
+        return reply.result() if reply in done else None
+
+
+class NodeExecutor:
+    """The actor's class (made remote by `RayExecutor`): a `LocalExecutor` on this node."""
+
+    def __init__(
+        self, workdir: str | None, options: Mapping[str, Any], sandbox: Sandbox | None
+    ) -> None:
+        self._workdir = workdir
+        self._made_workdir: str | None = None
+        self._options = dict(options)
+        self._sandbox = sandbox
+        self._local: LocalExecutor | None = None
+        # A Ray worker is a child of its node's raylet: a new parent means the
+        # raylet died, and with it the node (see `_watch_node`).
+        self._raylet = os.getppid()
+        self._watching: asyncio.Task[None] | None = None
+        self._runs: dict[int, asyncio.Task[Any]] = {}
+        # Runs cancelled before they started here (the calls may cross).
+        self._cancelled: set[int] = set()
+        self._sessions: dict[int, _SessionHost] = {}
+
+    def _executor(self) -> LocalExecutor:
+        if self._watching is None:
+            self._watching = asyncio.ensure_future(self._watch_node())
+        if self._local is None:
+            import ray
+
+            # Ray blocks SIGINT in the thread its async actors run on, and a
+            # process started from it inherits the mask: a command on a pty
+            # would never see the Ctrl-C typed there.
+            signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+            workdir = self._workdir
+            if workdir is None:
+                workdir = self._made_workdir = tempfile.mkdtemp(prefix="executor-ray-")
+            options = dict(self._options)
+            node = ray.get_runtime_context().get_node_id()
+            envs = {**dict(options.pop("envs", None) or {}), NODE_VARIABLE: node}
+            self._local = LocalExecutor(workdir, sandbox=self._sandbox, envs=envs, **options)
+        return self._local
+
+    async def _watch_node(self) -> None:
+        """End everything this actor started, and the worker, once the node's raylet is gone.
+
+        The worker outlives its raylet for a while, and so would the commands
+        it runs; Ray's own view of the node comes only seconds later.
+        """
+        while os.getppid() == self._raylet:
+            await asyncio.sleep(_RAYLET_CHECK)
+        try:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.close(), _CLOSE_ON_NODE_LOSS)
+        finally:
+            os._exit(1)
+
+    async def describe(self) -> dict[str, Any]:
+        """Where this actor runs: node id, host name, worker pid, workdir."""
+        import ray
+
+        local = self._executor()
+        return {
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "workdir": local.workdir,
+        }
+
+    async def ping(self) -> bool:
+        """Answer at once: the driver's check that the actor still lives."""
+        return True
+
+    async def run(self, run_id: int, cmd: Command) -> AsyncIterator[tuple[Any, ...]]:
+        """Run `cmd`, yielding `("chunks", [...])` items as output comes, then the outcome."""
+        if run_id in self._cancelled:
+            self._cancelled.discard(run_id)
+            yield encode_failure(errors.ExecutorError("the run was cancelled before it started"))
+            return
+        local = self._executor()
+        queue: asyncio.Queue[Any] = asyncio.Queue(_QUEUE)
+
+        async def sink(chunk: Chunk) -> None:
+            await queue.put(chunk)
+
+        async def main() -> None:
+            try:
+                output = await local.exec_cmd_streaming(cmd, sink)
+            except Exception as error:
+                await queue.put(encode_failure(error))
+            else:
+                await queue.put(("done", output))
+
+        task = self._runs[run_id] = asyncio.ensure_future(main())
+        try:
+            while True:
+                chunks, outcome = await _drain(queue, await queue.get())
+                if chunks:
+                    yield ("chunks", chunks)
+                if outcome is not None:
+                    yield outcome
+                    return
+        finally:
+            await self._end_run(run_id, task)
+
+    async def run_whole(self, run_id: int, cmd: Command) -> tuple[Any, ...]:
+        """Run `cmd` with no sink: one call, one reply (its outcome)."""
+        if run_id in self._cancelled:
+            self._cancelled.discard(run_id)
+            return encode_failure(errors.ExecutorError("the run was cancelled before it started"))
+        local = self._executor()
+
+        async def main() -> tuple[Any, ...]:
+            try:
+                return ("done", await local.exec_cmd(cmd))
+            except Exception as error:
+                return encode_failure(error)
+
+        task = self._runs[run_id] = asyncio.ensure_future(main())
+        try:
+            outcome: tuple[Any, ...] = await task
+            return outcome
+        finally:
+            await self._end_run(run_id, task)
+
+    async def _end_run(self, run_id: int, task: asyncio.Task[Any]) -> None:
+        """Forget run `run_id`; if its task still runs, cancel it and wait for it.
+
+        A task still running here means the driver went away (cancelled, or
+        its sink failed): cancelling it kills the command's tree.
+        """
+        self._runs.pop(run_id, None)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def cancel(self, run_id: int) -> None:
+        """End a run the driver gave up on: its process tree is killed."""
+        task = self._runs.get(run_id)
+        if task is None:
+            self._cancelled.add(run_id)
+        elif not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def list_files(
+        self, path: StrPath, extensions: list[str] | None
+    ) -> AsyncIterator[tuple[Any, ...]]:
+        """`stream_files` on this node, in batches of files, then `("done",)` or the error."""
+        batch: list[LoadedFile] = []
+        try:
+            async for loaded in self._executor().stream_files(path, extensions):
+                batch.append(loaded)
+                if sum(len(item.content) for item in batch) >= _BATCH or len(batch) >= 256:
+                    yield ("files", batch)
+                    batch = []
+        except Exception as error:
+            if batch:
+                yield ("files", batch)
+            yield encode_failure(error)
+            return
+        if batch:
+            yield ("files", batch)
+        yield ("done",)
+
+    async def session_open(self, session_id: int, cmd: Command, pty: bool) -> Any:
+        """Start a session; its pid, or the failure to start it."""
+        host = _SessionHost(self._executor(), cmd, pty)
+        self._sessions[session_id] = host
+        pid = await host.ready
+        if pid is None and host.out.qsize():
+            self._sessions.pop(session_id, None)
+            return host.out.get_nowait()
+        return ("started", pid)
+
+    async def session_stream(self, session_id: int) -> AsyncIterator[tuple[Any, ...]]:
+        """The session's output as it comes, then its outcome."""
+        host = self._sessions[session_id]
+        while True:
+            chunks, outcome = await _drain(host.out, await host.out.get())
+            if chunks:
+                yield ("chunks", chunks)
+            if outcome is not None:
+                yield outcome
+                return
+
+    async def session_call(self, session_id: int, op: str, *args: Any) -> Any:
+        """One operation on a session: write, close, signal, resize, cancel or release."""
+        host = self._sessions.get(session_id)
+        if host is None:
+            return None
+        result = await host.call(op, *args)
+        if op == "release":
+            with contextlib.suppress(Exception):
+                await host.task
+            self._sessions.pop(session_id, None)
+        return result
+
+    async def close(self) -> None:
+        """End every run and session, close the executor, remove a workdir made here."""
+        for host in list(self._sessions.values()):
+            with contextlib.suppress(Exception):
+                await host.call("release")
+                await host.task
+        self._sessions.clear()
+        for task in list(self._runs.values()):
+            task.cancel()
+        if self._local is not None:
+            await self._local.aclose()
+        if self._made_workdir is not None:
+            shutil.rmtree(self._made_workdir, ignore_errors=True)

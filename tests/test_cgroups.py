@@ -1,0 +1,118 @@
+"""A cgroup per unsandboxed command, where this process may make them: limits, the kill, the peak.
+
+These need a cgroup this process may make children in, with the `memory`
+and `pids` controllers (cgroup v2 delegated or as root, or root on a
+hybrid v1 host). They skip where there is none, and fail instead under
+`EXECUTOR_REQUIRE_CGROUPS=1` (CI, as root).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import alive
+
+from executor import Command, CommandError, ExecutorError, LocalExecutor, NonZeroExit, Sandbox
+from executor._local import cgroup
+
+pytestmark = pytest.mark.anyio
+
+
+def require(*limits: str, kill: bool = False) -> None:
+    """Skip unless commands get a cgroup enforcing `limits` (and with `cgroup.kill`)."""
+    support = cgroup.probe()
+    missing = [name for name in limits if name not in support.limits]
+    if kill and not (support.v2 is not None and support.v2_kill):
+        missing.append("cgroup.kill (cgroup v2, Linux 5.14+)")
+    if missing:
+        reason = f"no cgroup with {', '.join(missing)} here: {support.describe()}"
+        if os.environ.get("EXECUTOR_REQUIRE_CGROUPS") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+async def test_memory_stops_a_hog(tmp_path: Path) -> None:
+    """memory= bounds the whole tree: a process that grabs 200 MiB is killed, the executor lives."""
+    require("memory")
+    hog = "b = bytearray(200 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('ESCAPED')"
+    async with LocalExecutor(tmp_path, memory=64 << 20) as ex:
+        with anyio.fail_after(30), pytest.raises(NonZeroExit) as caught:
+            await ex.exec_cmd(Command.exec([sys.executable, "-c", hog]))
+        assert b"ESCAPED" not in caught.value.output.stdout
+        small = await ex.exec_cmd(Command.exec([sys.executable, "-c", "print('fits')"]))
+    assert small.stdout == b"fits\n"
+
+
+async def test_pids_stops_a_fork_bomb(tmp_path: Path) -> None:
+    """pids= bounds how many processes a command's tree has at once: a fork bomb stops there."""
+    require("pids")
+    # It tries to fork 200 sleepers and counts those it got; the tree may hold 20.
+    bomb = (
+        "import os, time\n"
+        "n = 0\n"
+        "for _ in range(200):\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        time.sleep(5)\n"
+        "        os._exit(0)\n"
+        "    n += 1\n"
+        "print(n)"
+    )
+    async with LocalExecutor(tmp_path, pids=20, kill_grace=0.1) as ex:
+        with anyio.fail_after(30):
+            output = await ex.exec_cmd(Command.exec([sys.executable, "-c", bomb]))
+    started = int(output.stdout)
+    assert 0 < started < 20
+
+
+async def test_cgroup_kill_ends_a_tree(tmp_path: Path) -> None:
+    """A timeout ends the tree through its cgroup: a TERM-proof daemon out of the session dies."""
+    require(kill=True)
+    script = (
+        "(trap '' TERM; setsid sh -c 'trap \"\" TERM; echo $$ > d.pid; "
+        "while :; do sleep 1; done' >/dev/null 2>&1 &); sleep 30"
+    )
+    async with LocalExecutor(tmp_path, kill_grace=0.1) as ex:
+        with anyio.fail_after(15), pytest.raises(CommandError):
+            await ex.exec_cmd(Command.shell(script).with_timeout(1))
+        pid = int((tmp_path / "d.pid").read_text())
+        assert not alive(pid)
+        supervisor = ex._supervisor
+        assert supervisor is not None
+        assert supervisor.cgroups is not None
+        base = supervisor.cgroups["v2"]
+    assert not os.path.exists(base), "the executor's cgroup folder was left behind"
+
+
+async def test_memory_peak_is_reported(tmp_path: Path) -> None:
+    """The output says how much memory the command's tree used at its peak."""
+    require("memory")
+    grab = "b = bytearray(40 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1"
+    async with LocalExecutor(tmp_path) as ex:
+        output = await ex.exec_cmd(Command.exec([sys.executable, "-c", grab]))
+    assert output.memory_peak is not None
+    assert 40 << 20 <= output.memory_peak < 400 << 20
+
+
+def test_a_limit_that_cannot_be_enforced_is_refused(tmp_path: Path) -> None:
+    """Where no cgroup can enforce memory=, the executor refuses to be built; bad values too."""
+    with pytest.raises(ValueError, match="pids"):
+        LocalExecutor(tmp_path, pids=0)
+    with pytest.raises(ValueError, match="sandbox"):
+        LocalExecutor(tmp_path, memory=1 << 30, sandbox=Sandbox())
+    if "memory" in cgroup.probe().limits:
+        pytest.skip("this machine can enforce memory=")
+    with pytest.raises(ExecutorError, match="memory="):
+        LocalExecutor(tmp_path, memory=1 << 30)
+
+
+def test_probe_reports_the_cgroups() -> None:
+    """Sandbox.probe()'s report says what an unsandboxed command's cgroup gives here."""
+    assert cgroup.probe().describe() in str(Sandbox.probe())

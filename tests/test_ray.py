@@ -1,0 +1,276 @@
+"""RayExecutor on a real Ray cluster that these tests start on 127.0.0.1: a head and a second node.
+
+The cluster (`ray_cluster.py`) runs as a process of its own; the second node
+carries the custom resource `second`, so a command placed there proves it by
+the node id it prints. Without Ray installed the tests skip, and with
+`EXECUTOR_REQUIRE_RAY=1` (CI) they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+
+from executor import Chunk, Command, ExecutorError, NonZeroExit, TimedOut, ToolExecutor
+from executor.testing import (
+    ExecutorContract,
+    ExecutorFactory,
+    LifecycleContract,
+    SessionContract,
+)
+
+pytestmark = pytest.mark.anyio
+
+REQUIRED = os.environ.get("EXECUTOR_REQUIRE_RAY") == "1"
+
+try:
+    from ray_cluster import LOOPBACK_ENV, RayCluster
+
+    # Before Ray reads its settings: the driver, too, speaks to 127.0.0.1 only.
+    os.environ.update(LOOPBACK_ENV)
+    import ray
+
+    from executor import RayExecutor, RayPool
+except ImportError as error:  # pragma: no cover - without the extra
+    if REQUIRED:
+        raise
+    pytest.skip(f"Ray is not installed: {error}", allow_module_level=True)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Only asyncio: Ray's object references are asyncio futures."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def cluster(ray_cluster: RayCluster) -> Iterator[RayCluster]:
+    """The run's cluster, with this process connected to it as a driver."""
+    ray.init(address=ray_cluster.address, log_to_driver=False)
+    try:
+        yield ray_cluster
+    finally:
+        ray.shutdown()
+
+
+def on_second(workdir: Path | str | None = None, **options: Any) -> RayExecutor:
+    """An executor whose actor must run on the second node."""
+    return RayExecutor(
+        workdir=None if workdir is None else str(workdir),
+        resources={"second": 0.01},
+        kill_grace=0.2,
+        **options,
+    )
+
+
+def idle(marker: str) -> str:
+    """A command line that idles for minutes with `marker` in its command line."""
+    return f"python3 -c 'import time; time.sleep(300)' {marker}"
+
+
+def marked_processes(marker: str) -> list[psutil.Process]:
+    """Processes on this machine (both nodes run here) whose command line holds `marker`."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if marker in " ".join(process.info["cmdline"] or ()):
+            found.append(process)
+    return found
+
+
+async def gone(marker: str, within: float = 10.0) -> bool:
+    """Whether every process marked `marker` is gone within `within` seconds."""
+    deadline = time.monotonic() + within
+    while marked_processes(marker):
+        if time.monotonic() > deadline:
+            return False
+        await anyio.sleep(0.1)
+    return True
+
+
+class RayFixtures:
+    """A RayExecutor on the second node, in an empty folder, closed after the test."""
+
+    @pytest.fixture
+    async def executor(self, cluster: RayCluster, tmp_path: Path) -> AsyncIterator[ToolExecutor]:
+        """The executor under test."""
+        async with on_second(tmp_path) as executor:
+            yield executor
+
+
+class TestRayContract(ExecutorContract, RayFixtures):
+    """The conformance kit on a node of the cluster."""
+
+
+class TestRaySessions(SessionContract, RayFixtures):
+    """Sessions (stdin, signals, pty) through the actor."""
+
+
+class TestRayLifecycle(LifecycleContract):
+    """How it ends what it started, seen through the executor alone."""
+
+    @pytest.fixture
+    def executor_factory(self, cluster: RayCluster, tmp_path: Path) -> ExecutorFactory:
+        """RayExecutors on the second node, in one empty folder."""
+        return partial(RayExecutor, workdir=str(tmp_path), resources={"second": 0.01})
+
+
+async def test_placed_on_the_node_its_resource_names(cluster: RayCluster) -> None:
+    """The command itself reports the second node's id; the executor says the same."""
+    async with on_second() as ex:
+        out = await ex.exec_cmd(Command.shell('echo "$EXECUTOR_RAY_NODE_ID"; pwd'))
+        node_id, workdir = out.text().split()
+        assert node_id == cluster.second["node_id"]
+        info = await ex.node()
+        assert info.node_id == node_id
+        assert info.workdir == workdir
+        assert os.path.isdir(workdir)
+    assert not os.path.exists(workdir), "the temporary workdir made on the node is removed"
+    async with RayExecutor(node_id=cluster.head["node_id"]) as ex:
+        out = await ex.exec_cmd(Command.shell('echo "$EXECUTOR_RAY_NODE_ID"'))
+        assert out.text().strip() == cluster.head["node_id"]
+
+
+async def test_output_reaches_the_sink_as_it_is_produced(cluster: RayCluster) -> None:
+    times: list[tuple[float, bytes]] = []
+
+    def sink(chunk: Chunk) -> None:
+        times.append((time.monotonic(), chunk.data))
+
+    async with on_second() as ex:
+        started = time.monotonic()
+        await ex.exec_cmd_streaming(Command.shell("echo first; sleep 1.5; echo second"), sink)
+        ended = time.monotonic()
+    assert b"".join(data for _, data in times) == b"first\nsecond\n"
+    first_at = next(at for at, data in times if b"first" in data)
+    assert first_at - started < ended - started - 1.0, "the first line came only at the end"
+
+
+async def test_files_on_the_node(cluster: RayCluster, tmp_path: Path) -> None:
+    async with on_second(tmp_path) as ex:
+        await ex.exec_cmd(Command.write_file("src/app.py", "print('hi')\n"))
+        await ex.exec_cmd(Command.write_file("notes.md", "# notes\n"))
+        assert (tmp_path / "src/app.py").read_text() == "print('hi')\n"
+        read = await ex.exec_cmd(Command.read_file("src/app.py"))
+        assert read.stdout == b"print('hi')\n"
+        listed = sorted([(f.path, f.content) async for f in ex.stream_files(".")])
+        assert listed == [("notes.md", "# notes\n"), ("src/app.py", "print('hi')\n")]
+        with pytest.raises(NonZeroExit, match="missing"):
+            await ex.exec_cmd(Command.read_file("missing"))
+        with pytest.raises(FileNotFoundError):
+            [f async for f in ex.stream_files("nowhere")]
+
+
+async def test_timeout_kills_the_tree_on_the_node(cluster: RayCluster) -> None:
+    marker = f"ray-timeout-{uuid.uuid4().hex[:8]}"
+    async with on_second() as ex:
+        cmd = Command.shell(f"{idle(marker)} & {idle(marker)}; wait").with_timeout(0.5)
+        with pytest.raises(TimedOut):
+            await ex.exec_cmd(cmd)
+        assert await gone(marker)
+
+
+async def test_cancel_kills_the_tree_on_the_node(cluster: RayCluster) -> None:
+    marker = f"ray-cancel-{uuid.uuid4().hex[:8]}"
+    async with on_second() as ex:
+        with anyio.move_on_after(1.0):
+            await ex.exec_cmd(Command.shell(idle(marker)))
+        assert await gone(marker)
+        out = await ex.exec_cmd(Command.shell("echo still here"))
+        assert out.text() == "still here\n"
+
+
+async def test_aclose_ends_the_actor_and_every_process(cluster: RayCluster) -> None:
+    marker = f"ray-close-{uuid.uuid4().hex[:8]}"
+    ex = on_second()
+    await ex.exec_cmd(Command.shell(f"({idle(marker)} &) ; echo started"))
+    assert marked_processes(marker)
+    worker = (await ex.node()).pid
+    await ex.aclose()
+    assert await gone(marker)
+    deadline = time.monotonic() + 20
+    while psutil.pid_exists(worker) and psutil.Process(worker).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the actor's worker outlived aclose()"
+        await anyio.sleep(0.1)
+    with pytest.raises(ExecutorError, match="closed"):
+        await ex.exec_cmd(Command.shell("true"))
+
+
+async def test_a_dead_node_fails_the_command_and_leaves_nothing(cluster: RayCluster) -> None:
+    """Killing the node's raylet by pid mid-command: `ExecutorError` soon, no survivor."""
+    victim = cluster.add_node("victim")
+    marker = f"ray-victim-{uuid.uuid4().hex[:8]}"
+    ex = RayExecutor(resources={"victim": 0.01}, ping_interval=0.5, ping_timeout=5)
+    try:
+        assert (await ex.node()).node_id == victim["node_id"]
+        started = anyio.Event()
+
+        def sink(chunk: Chunk) -> None:
+            started.set()
+
+        async def kill_when_started() -> None:
+            await started.wait()
+            os.kill(victim["raylet_pid"], signal.SIGKILL)
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(kill_when_started)
+                with pytest.raises(ExecutorError, match=r"(?i)ray actor"):
+                    await ex.exec_cmd_streaming(
+                        Command.shell(f"echo up; exec {idle(marker)}"), sink
+                    )
+        assert await gone(marker, within=20), "a command outlived its node"
+    finally:
+        await ex.aclose()
+    # The rest of the cluster still works.
+    async with on_second() as alive:
+        assert (await alive.exec_cmd(Command.shell("echo ok"))).text() == "ok\n"
+
+
+async def test_a_command_is_never_run_twice(cluster: RayCluster, tmp_path: Path) -> None:
+    """The actor dies mid-command: no restart, no retry, the command ran once."""
+    log = tmp_path / "runs"
+    ex = on_second(tmp_path, ping_interval=0.5, ping_timeout=5)
+    try:
+        await ex.node()
+        actor = ex._actor
+
+        async def kill_soon() -> None:
+            await anyio.sleep(1.0)
+            ray.kill(actor, no_restart=True)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(kill_soon)
+            with pytest.raises(ExecutorError):
+                await ex.exec_cmd(Command.shell(f"echo run >> {log}; sleep 30"))
+        await anyio.sleep(2)
+        assert log.read_text() == "run\n"
+    finally:
+        await ex.aclose()
+
+
+async def test_pool_spreads_executors_over_the_nodes(cluster: RayCluster) -> None:
+    async with RayPool(2, options={"kill_grace": 0.2}) as pool:
+        executors = [pool.executor(index) for index in range(4)]
+        async with anyio.create_task_group() as tasks:
+            for ex in executors:
+                tasks.start_soon(ex.exec_cmd, Command.shell("true"))
+        placed = await pool.placements()
+        assert {info.node_id for info in placed} == {
+            cluster.head["node_id"],
+            cluster.second["node_id"],
+        }
+        # Executors of one bundle share its node.
+        assert placed[0].node_id == placed[2].node_id
+        assert placed[1].node_id == placed[3].node_id
+        out = await executors[1].exec_cmd(Command.shell('echo "$EXECUTOR_RAY_NODE_ID"'))
+        assert out.text().strip() == placed[1].node_id

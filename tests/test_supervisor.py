@@ -1,0 +1,425 @@
+"""The supervisor of an unsandboxed LocalExecutor: nothing a command starts outlives it.
+
+Every command starts below a child subreaper of its own (see
+`executor._local.supervisor`), so a process that drops the tree's tag, leaves
+the session, double-forks, renames itself or forks as fast as it can is still
+found and ended by a timeout, a cancel, a failing sink or `aclose()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import alive
+
+from executor import Chunk, Command, CommandError, LocalExecutor, Text, TimedOut
+from executor._core.proc import proc_stat
+
+pytestmark = pytest.mark.anyio
+
+_PR_GET_CHILD_SUBREAPER = 37
+
+
+def with_token(token: str) -> list[int]:
+    """Live processes whose command line holds `token`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                line = f.read()
+        except OSError:
+            continue
+        if token.encode() in line and alive(int(name)):
+            found.append(int(name))
+    return found
+
+
+def escapes(token: str) -> str:
+    """A script that starts one process by each way out of a tree, then says `ready`."""
+    loop = "while :; do sleep 1; done"
+    rename = textwrap.dedent(
+        """
+        import ctypes, os, sys, time
+        if os.fork():
+            os._exit(0)
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        os.setpgid(0, 0)
+        ctypes.CDLL(None).prctl(15, b"kworker/0:1", 0, 0, 0)
+        open(sys.argv[1], "w").write(str(os.getpid()))
+        while True:
+            time.sleep(1)
+        """
+    )
+    lines = [
+        # env -i (no tag) + setsid + double fork: parent 1, a session of its own.
+        f"(env -i setsid sh -c '{loop}' {token}-a </dev/null >/dev/null 2>&1 &)",
+        # The same without leaving the session.
+        f"(env -i sh -c '{loop}' {token}-b </dev/null >/dev/null 2>&1 &)",
+        f"nohup sh -c '{loop}' {token}-c >/dev/null 2>&1 &",
+        f"bash -c \"sh -c '{loop}' {token}-d </dev/null >/dev/null 2>&1 & disown\"",
+        # A daemon that renames itself and takes a process group of its own.
+        f"{sys.executable} -c '{rename}' {token}-e.pid {token}-e </dev/null >/dev/null 2>&1 &",
+        # A fork storm that ignores SIGTERM and races the kill.
+        f"sh -c 'trap \"\" TERM; while :; do sleep 2 & sleep 0.002; done' {token}-f "
+        ">/dev/null 2>&1 &",
+        f"while [ ! -s {token}-e.pid ]; do sleep 0.01; done",
+        "echo ready",
+        "sleep 60",
+    ]
+    return "\n".join(lines)
+
+
+async def run_until_ready(ex: LocalExecutor, script: str, how: str) -> None:
+    """Run `script` until it prints `ready`, then end it by a timeout, a cancel or a sink error."""
+    ready = anyio.Event()
+
+    def sink(chunk: Chunk) -> None:
+        if b"ready" in chunk.data:
+            if how == "sink":
+                raise RuntimeError("enough")
+            ready.set()
+
+    cmd = Command.shell(script)
+    if how == "timeout":
+        with pytest.raises(TimedOut):
+            await ex.exec_cmd_streaming(cmd.with_timeout(3), sink)
+        return
+    if how == "sink":
+        with pytest.raises(RuntimeError, match="enough"):
+            await ex.exec_cmd_streaming(cmd, sink)
+        return
+    async with anyio.create_task_group() as tasks:
+
+        async def run() -> None:
+            with contextlib.suppress(CommandError):
+                await ex.exec_cmd_streaming(cmd, sink)
+
+        tasks.start_soon(run)
+        await ready.wait()
+        if how == "cancel":
+            tasks.cancel_scope.cancel()
+        else:
+            await ex.aclose()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_hostile_escapes_leave_no_survivor_over_100_runs(tmp_path: Path) -> None:
+    """No survivor of `env -i`, setsid, double forks, nohup, disown, renames, a fork storm.
+
+    100 runs in all, four executors at a time, each run ended by a timeout, a
+    cancel, a failing sink or `aclose()` in turn.
+    """
+    survivors: dict[tuple[int, int], list[int]] = {}
+    tokens = [f"esc{uuid.uuid4().hex[:12]}" for _ in range(4)]
+
+    async def runs(lane: int) -> None:
+        token = tokens[lane]
+        folder = tmp_path / str(lane)
+        folder.mkdir()
+        script = escapes(token)
+        ex = LocalExecutor(folder, kill_grace=0.05)
+        try:
+            for run in range(25):
+                how = ("timeout", "cancel", "sink", "aclose")[run % 4]
+                with anyio.fail_after(30):
+                    await run_until_ready(ex, script, how)
+                if how == "aclose":
+                    ex = LocalExecutor(folder, kill_grace=0.05)
+                left = with_token(token)
+                if left:
+                    survivors[lane, run] = left
+                (folder / f"{token}-e.pid").unlink(missing_ok=True)
+        finally:
+            await ex.aclose()
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            for lane in range(4):
+                tasks.start_soon(runs, lane)
+    finally:
+        for token in tokens:
+            for pid in with_token(token):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)  # started by this test's commands
+    assert survivors == {}
+
+
+async def test_orphans_are_the_shims_not_inits(ex: LocalExecutor, tmp_path: Path) -> None:
+    """A double-forked daemon is re-parented below the executor's supervisor, not to init."""
+    script = "(env -i sh -c 'echo $$ > d.pid; exec sleep 34' >/dev/null 2>&1 &); echo started"
+    with anyio.fail_after(10):
+        await ex.exec_cmd(Command.shell(script))
+        while not (tmp_path / "d.pid").exists() or not (tmp_path / "d.pid").read_text():
+            await anyio.sleep(0.01)
+    pid = int((tmp_path / "d.pid").read_text())
+    stat = proc_stat(pid)
+    assert stat is not None
+    assert stat.ppid not in (0, 1)
+    parent = proc_stat(stat.ppid)
+    assert parent is not None
+    # The shim's parent is the supervisor, this process's child.
+    assert parent.ppid != 1
+    assert proc_stat(parent.ppid) is not None
+    assert proc_stat(parent.ppid).ppid == os.getpid()  # type: ignore[union-attr]
+    await ex.aclose()
+    assert not alive(pid)
+
+
+def test_our_process_is_not_a_subreaper(tmp_path: Path) -> None:
+    """The executor's own process is never made a child subreaper."""
+    LocalExecutor(tmp_path)
+    flag = ctypes.c_int(-1)
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0
+    assert flag.value == 0
+
+
+_OWNER = textwrap.dedent(
+    """
+    import sys, anyio
+    from executor import Command, LocalExecutor
+
+    async def main() -> None:
+        ex = LocalExecutor(sys.argv[1])
+        await ex.exec_cmd(Command.shell(
+            "(env -i setsid sh -c 'echo $$ > d.pid; exec sleep 35' >/dev/null 2>&1 &)"
+            "; while [ ! -s d.pid ]; do sleep 0.01; done"
+        ))
+        print("ready", flush=True)
+        await anyio.sleep(60)
+
+    anyio.run(main)
+    """
+)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_killed_owner_takes_every_tree_with_it(tmp_path: Path) -> None:
+    """SIGKILL the executor's process: its supervisor and every command's tree die too."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _OWNER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
+    pid = 0
+    try:
+        assert owner.stdout is not None
+        assert owner.stdout.readline() == b"ready\n"
+        pid = int((tmp_path / "d.pid").read_text())
+        assert alive(pid)
+        owner.kill()
+        owner.wait()
+        deadline = time.monotonic() + 5
+        while alive(pid) and time.monotonic() < deadline:
+            await anyio.sleep(0.01)
+        assert not alive(pid)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        if owner.stdout is not None:
+            owner.stdout.close()
+        if pid and alive(pid) and b"sleep\x0035" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            os.kill(pid, signal.SIGKILL)
+
+
+async def test_a_killed_supervisor_is_replaced(tmp_path: Path) -> None:
+    """A killed supervisor's shims end their trees; the next command gets a new supervisor."""
+    async with LocalExecutor(tmp_path, kill_grace=0.1) as ex:
+        with anyio.fail_after(10):
+            started = await ex.exec_cmd(Command.shell("sleep 36 >/dev/null 2>&1 & echo $!"))
+            background = int(started.stdout)
+            supervisor = ex._supervisor
+            assert supervisor is not None
+            first = supervisor._pid
+            assert first is not None
+            os.kill(first, signal.SIGKILL)
+            # Its shims get their parent-death signal and end their trees.
+            while alive(background) or alive(first):
+                await anyio.sleep(0.01)
+            output = await ex.exec_cmd(Command.exec(["echo", "again"]))
+        assert output.stdout == b"again\n"
+        assert supervisor._pid not in (None, first)
+
+
+async def test_a_cancel_right_after_the_start_leaves_nothing(tmp_path: Path) -> None:
+    """A command cancelled within 50 ms of its start is gone, tree and all, when the call returns.
+
+    The cancel lands anywhere in the start: before the request reaches the
+    supervisor, while its shim starts the command, or just after.
+    """
+    rng = random.Random(7)
+    leaked = []
+    async with LocalExecutor(tmp_path, kill_grace=0.2) as ex:
+        for attempt in range(40):
+            token = f"{uuid.uuid4().hex}-{attempt}"
+            # `sleep` the shell's last command (it may exec it): found by its argument.
+            seconds = f"37.{attempt:03d}{rng.randrange(1000):03d}"
+            with anyio.move_on_after(rng.uniform(0, 0.05)):
+                await ex.exec_cmd(Command.shell(f": {token}; sleep {seconds}"))
+            if with_token(seconds) or with_token(token):
+                leaked.append(attempt)
+    assert not leaked
+
+
+def _status_masks(pid: int) -> dict[str, int]:
+    """A process's blocked and ignored signal masks, from `/proc/PID/status`."""
+    masks = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("SigBlk", "SigIgn"):
+            masks[name] = int(value.strip(), 16)
+    return masks
+
+
+async def _masks_and_ctrl_c(workdir: Path) -> tuple[dict[str, int], dict[str, int], int | None]:
+    """The masks of a plain and a pty command, and the signal Ctrl-C on the pty kills with."""
+    script = "echo $$ > {name}; exec sleep 38"
+    async with LocalExecutor(workdir, kill_grace=0.2) as ex:
+        with anyio.fail_after(20):
+            async with await ex.start(Command.shell(script.format(name="plain.pid"))):
+                while (
+                    not (workdir / "plain.pid").exists()
+                    or not (workdir / "plain.pid").read_text().strip()
+                ):
+                    await anyio.sleep(0.01)
+                plain_masks = _status_masks(int((workdir / "plain.pid").read_text()))
+            cmd = Command.shell(script.format(name="pty.pid") + " # ready")
+            async with await ex.start(cmd, pty=True) as session:
+                while (
+                    not (workdir / "pty.pid").exists()
+                    or not (workdir / "pty.pid").read_text().strip()
+                ):
+                    await anyio.sleep(0.01)
+                pid = int((workdir / "pty.pid").read_text())
+                while b"sleep" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    await anyio.sleep(0.01)
+                pty_masks = _status_masks(pid)
+                await session.send_stdin(Text("\x03"))
+                with pytest.raises(CommandError) as killed:
+                    await session.finalize()
+    return plain_masks, pty_masks, killed.value.output.signal
+
+
+def test_commands_start_with_no_signal_blocked_or_ignored(tmp_path: Path) -> None:
+    """From a thread that blocks SIGINT, in a process that ignores SIGUSR2: a clean start.
+
+    Every command, on a pty or not, starts with an empty signal mask and
+    every disposition at its default, so Ctrl-C typed on a pty kills it.
+    """
+    results: list[tuple[dict[str, int], dict[str, int], int | None]] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        # As Ray's worker threads do; the disposition is the whole process's.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            results.append(anyio.run(_masks_and_ctrl_c, tmp_path))
+        except BaseException as error:
+            errors.append(error)
+
+    previous = signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    try:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join(60)
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert not thread.is_alive()
+    if errors:
+        raise errors[0]
+    plain, pty, killed_by = results[0]
+    assert plain == {"SigBlk": 0, "SigIgn": 0}
+    assert pty == {"SigBlk": 0, "SigIgn": 0}
+    assert killed_by == signal.SIGINT
+
+
+async def test_a_dropped_executor_leaves_no_zombie(tmp_path: Path) -> None:
+    """An executor collected without `aclose()`: its trees end and its supervisor is reaped."""
+    ex = LocalExecutor(tmp_path)
+    started = await ex.exec_cmd(Command.shell("sleep 39 >/dev/null 2>&1 & echo $!"))
+    background = int(started.stdout)
+    assert ex._supervisor is not None
+    supervisor = ex._supervisor._pid
+    assert supervisor is not None
+    del ex, started
+    gc.collect()
+    with anyio.fail_after(10):
+        while alive(background) or Path(f"/proc/{supervisor}").exists():
+            await anyio.sleep(0.01)
+
+
+def test_a_dead_supervisor_of_a_dropped_executor_is_reaped(tmp_path: Path) -> None:
+    """A supervisor that died first (its thread ended, or it was killed) is reaped on the drop."""
+    ex = LocalExecutor(tmp_path)
+    assert ex._supervisor is not None
+    supervisor = ex._supervisor._pid
+    assert supervisor is not None
+    os.kill(supervisor, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while alive(supervisor) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert Path(f"/proc/{supervisor}").exists()  # a zombie, until reaped
+    del ex
+    gc.collect()
+    while Path(f"/proc/{supervisor}").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not Path(f"/proc/{supervisor}").exists()
+
+
+_FORGETFUL = textwrap.dedent(
+    """
+    import sys, anyio
+    from executor import Command, LocalExecutor
+
+    ex = LocalExecutor(sys.argv[1])
+
+    async def main() -> None:
+        await ex.exec_cmd(Command.shell(
+            "(env -i setsid sh -c 'echo $$ > d.pid; exec sleep 40' >/dev/null 2>&1 &)"
+            "; while [ ! -s d.pid ]; do sleep 0.01; done"
+        ))
+
+    anyio.run(main)
+    print(ex._supervisor._pid, flush=True)
+    """
+)
+
+
+def test_an_executor_never_closed_ends_its_trees_before_the_process_exits(tmp_path: Path) -> None:
+    """An executor still open at exit: its daemon is gone once the process has exited."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FORGETFUL, str(tmp_path)],
+        capture_output=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        timeout=60,
+        check=True,
+    )
+    daemon = int((tmp_path / "d.pid").read_text())
+    supervisor = int(done.stdout)
+    try:
+        assert not alive(daemon)
+        assert not alive(supervisor)
+        assert done.stderr == b""
+    finally:
+        if alive(daemon) and b"sleep\x0040" in Path(f"/proc/{daemon}/cmdline").read_bytes():
+            os.kill(daemon, signal.SIGKILL)

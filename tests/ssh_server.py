@@ -109,7 +109,7 @@ def _keygen(path: Path) -> None:
     )
 
 
-def _test_user() -> str:
+def login_user() -> str:
     """The user to log in as: `executor-ssh` (made once, login shell /bin/sh) as root."""
     if os.geteuid() != 0:
         return pwd.getpwuid(os.geteuid()).pw_name
@@ -130,9 +130,25 @@ def _test_user() -> str:
             check=True,
         )
     # useradd locks the password with "!", and sshd then refuses even key
-    # logins; "*" allows no password either, but is not "locked".
-    subprocess.run(["usermod", "-p", "*", TEST_USER], check=True)
+    # logins; "*" allows no password either, but is not "locked". Changed only
+    # when needed: usermod rewrites /etc/passwd, which tests running meanwhile
+    # (another pytest beside this one) watch for changes.
+    if _shadow_password(TEST_USER) != "*":
+        subprocess.run(["usermod", "-p", "*", TEST_USER], check=True)
     return TEST_USER
+
+
+def _shadow_password(user: str) -> str | None:
+    """The password field of `user` in /etc/shadow, or None where it cannot be read."""
+    try:
+        with open("/etc/shadow", encoding="utf-8") as shadow:
+            for line in shadow:
+                name, _, rest = line.partition(":")
+                if name == user:
+                    return rest.split(":", 1)[0]
+    except OSError:
+        return None
+    return None
 
 
 def start_server(*, max_sessions: int = 10) -> SshServer | None:
@@ -147,7 +163,7 @@ def start_server(*, max_sessions: int = 10) -> SshServer | None:
     """
     if not os.path.exists(SSHD) or shutil.which("ssh-keygen") is None:
         return None
-    user = _test_user()
+    user = login_user()
     root = Path(tempfile.mkdtemp(prefix="executor-sshd-"))
     # The login user must reach its workdirs below this folder.
     root.chmod(0o755)

@@ -198,7 +198,11 @@ def test_killed_before_the_command_finishes(tmp_path: Path, children: list[Child
         assert time.monotonic() < deadline
         time.sleep(0.005)
     for pid in tagged_processes(rerun.pid):
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
+        # A process of the tree (the supervisor's shim, a shell) may end meanwhile.
+        with (
+            contextlib.suppress(FileNotFoundError, ProcessLookupError),
+            open(f"/proc/{pid}/cmdline", "rb") as f,
+        ):
             if f.read().split(b"\0")[0] == b"sleep":
                 os.kill(pid, signal.SIGKILL)
     result = rerun.wait_for("result")

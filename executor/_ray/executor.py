@@ -49,6 +49,15 @@ def _ray() -> Any:
     return ray
 
 
+async def _connected(address: str | None) -> None:
+    """Connect this process to the cluster at `address`, unless Ray is connected already."""
+    ray = _ray()
+    if not ray.is_initialized():
+        await anyio.to_thread.run_sync(
+            functools.partial(ray.init, address=address, log_to_driver=False)
+        )
+
+
 @functools.cache
 def _actor_class() -> Any:
     ray = _ray()
@@ -169,11 +178,7 @@ class RayExecutor(CommandRunner):
         async with self._lock:
             self._check_open()
             if self._actor is None:
-                ray = _ray()
-                if not ray.is_initialized():
-                    await anyio.to_thread.run_sync(
-                        functools.partial(ray.init, address=self.address, log_to_driver=False)
-                    )
+                await _connected(self.address)
                 actor = (
                     _actor_class()
                     .options(**self._options())
@@ -261,13 +266,7 @@ class RayExecutor(CommandRunner):
         except BaseExceptionGroup as group:
             # Only `work` can fail here: the group holds its one error; raise it as is.
             error = group.exceptions[0] if len(group.exceptions) == 1 else group
-            if isinstance(error, Exception) and _is_ray_error(error):
-                raise self._gone(error) from None
-            raise error from None
-        except Exception as error:
-            if _is_ray_error(error):
-                raise self._gone(error) from None
-            raise
+            raise self._gone(error) if _is_ray_error(error) else error from None
         if lost:
             raise lost[0]
         return done[0]
@@ -369,6 +368,7 @@ class RayExecutor(CommandRunner):
 
 
 def _is_ray_error(error: BaseException) -> bool:
+    """Whether `error` is one of Ray's own (a lost actor or node, a failed call)."""
     try:
         from ray.exceptions import RayError
     except ImportError:  # pragma: no cover
@@ -474,11 +474,7 @@ class RayPool:
         """Make the placement group and wait until the cluster has placed its bundles."""
         if self._group is not None:
             return
-        ray = _ray()
-        if not ray.is_initialized():
-            await anyio.to_thread.run_sync(
-                functools.partial(ray.init, address=self.address, log_to_driver=False)
-            )
+        await _connected(self.address)
         from ray.util.placement_group import placement_group
 
         group = placement_group([dict(self.bundle)] * self.size, strategy=self.strategy)

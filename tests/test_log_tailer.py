@@ -49,6 +49,7 @@ from executor._builtins.logtail import (
     LogTailerTool,
     StartAt,
 )
+from executor._builtins.logtail_sources import ShellFiles
 from executor._core.stdin import Text
 
 pytestmark = pytest.mark.anyio
@@ -744,6 +745,70 @@ async def test_through_ssh(ssh_server: SshServer) -> None:
     """The same tail works over SSH."""
     async with ssh_server.executor(kill_grace=0.2) as ex:
         await remote_tail(ex)
+
+
+class RotatedWhileRead(ShellFiles):
+    """Files through a shell, renamed away and made anew just as a head is read.
+
+    The order a busy far side can give: the rotation lands between the look at
+    a file's first bytes and the stat that names the file they came from.
+    """
+
+    def __init__(self, executor: Any, rotate: Any) -> None:
+        super().__init__(executor, poll_interval=0.02)
+        self.rotate = rotate
+
+    async def head(self, handle: object, info: Any, length: int) -> bytes | None:
+        rotate, self.rotate = self.rotate, None
+        if rotate is not None:
+            rotate()
+        return await super().head(handle, info, length)
+
+
+class RacedTailer(LogTailerTool):
+    """A tailer that reads through `RotatedWhileRead`."""
+
+    def __init__(self, executor: Any, files: RotatedWhileRead) -> None:
+        super().__init__(DefaultContext.from_executor(executor), poll_interval=0.02)
+        self.files = files
+
+    async def _source(self, pattern: str) -> tuple[Any, str]:
+        return self.files, pattern
+
+
+async def test_a_rename_between_head_and_stat_is_no_truncation(tmp_path: Path) -> None:
+    """A file renamed away while its head is read is followed, not read again from 0."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    path = logs / "app.log"
+    path.write_text("keep 1\n")
+
+    def rotate() -> None:
+        os.rename(path, logs / "app.log.1")
+        path.write_text("keep 3\n")
+
+    async with LocalExecutor(tmp_path, kill_grace=0.2) as ex:
+        files = RotatedWhileRead(ex, None)
+        tool = RacedTailer(ex, files)
+        request = tool.parse_input(
+            {"path": "logs/*.log", "follow": True, "format": "raw", "start": "start"}
+        )
+        async with StreamingToolSession(tool, request) as session:
+            with anyio.fail_after(15):
+                first = await session.next_chunk()
+            with path.open("a") as log:
+                log.write("keep 2\n")
+            files.rotate = rotate  # armed once the growth is what it will look at
+            with anyio.fail_after(15):
+                got = [await session.next_chunk() for _ in range(2)]
+            with anyio.move_on_after(0.5):
+                extra = await session.next_chunk()
+                got.append(extra)
+            session.cancel()
+    assert first is not None
+    assert first.raw == "keep 1"
+    assert [e.raw for e in got if e is not None] == ["keep 2", "keep 3"]
+    assert files.rotate is None, "the rotation was never made: the test proved nothing"
 
 
 async def test_start_at_is_an_enum() -> None:

@@ -606,6 +606,9 @@ class _Tail:
             file.reader = self._fixed
             return True
         head = await self.source.head(file.handle, file.info, _SNIFF)
+        if head is None:
+            # Moved between two looks: detected once discovery has found it again.
+            return False
         text = head.decode("utf-8", "replace")
         lines = text.split("\n")
         if not final and len(head) < _SNIFF:
@@ -629,7 +632,7 @@ class _Tail:
         except OSError:
             return None
         file = _File(info=info, handle=handle, reader=None)
-        file.head = await self.source.head(handle, info, _HEAD)
+        file.head = await self.source.head(handle, info, _HEAD) or b""
         size = await self.source.size(handle, info)
         size = info.size if size is None else size
         if offset is None:
@@ -705,7 +708,7 @@ class _Tail:
         file.offset = file.read_offset = 0
         file.line = 0
         file.partial = b""
-        file.head = await self.source.head(file.handle, file.info, _HEAD)
+        file.head = await self.source.head(file.handle, file.info, _HEAD) or b""
         file.reader = None if self._fixed is None else self._fixed
         return True
 
@@ -724,12 +727,17 @@ class _Tail:
         if size is None:
             return True
         if size != file.size:
-            file.size = size
+            known, file.size = file.size, size
             if size < file.read_offset:
                 if not await self._truncated(file, channel):
                     return False
             elif len(file.head) < _HEAD or file.read_offset:
                 head = await self.source.head(file.handle, file.info, _HEAD)
+                if head is None:
+                    # Renamed away while we looked, not truncated: discovery finds
+                    # where it went, and the next look checks its head again.
+                    file.size = known
+                    return True
                 if head[: len(file.head)] != file.head:
                     if not await self._truncated(file, channel):
                         return False
@@ -849,7 +857,7 @@ class _Tail:
                 head = await self.source.head(handle, candidate, position.head_length)
             finally:
                 self.source.close(handle)
-            if head_digest(head) == position.head:
+            if head is not None and head_digest(head) == position.head:
                 return head
         return b"\0" * position.head_length  # matches nothing: read from the start
 

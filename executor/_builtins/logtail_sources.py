@@ -84,8 +84,12 @@ class FileSource(Protocol):
         """The file's size now; `None` when it is gone (or the path holds another file)."""
         ...
 
-    async def head(self, handle: object, info: FileInfo, length: int) -> bytes:
-        """The file's first `length` bytes (fewer if it is shorter)."""
+    async def head(self, handle: object, info: FileInfo, length: int) -> bytes | None:
+        """The file's first `length` bytes (fewer if it is shorter).
+
+        `None` when they cannot be told: the path holds another file now (a
+        rotation between two looks), which is not the file being truncated.
+        """
         ...
 
     async def count_lines(self, handle: object, info: FileInfo, upto: int) -> int:
@@ -278,7 +282,7 @@ class LocalFiles:
         except OSError:
             return None
 
-    async def head(self, handle: object, info: FileInfo, length: int) -> bytes:
+    async def head(self, handle: object, info: FileInfo, length: int) -> bytes | None:
         assert isinstance(handle, int)
         try:
             return os.pread(handle, length, 0)
@@ -499,11 +503,13 @@ class ShellFiles:
             return None
         return found.size
 
-    async def head(self, handle: object, info: FileInfo, length: int) -> bytes:
+    async def head(self, handle: object, info: FileInfo, length: int) -> bytes | None:
         data, fields = await self._ask(f"H {length} {info.path}")
         numbers = _parse_stat(fields)
         if numbers is None or numbers[:2] != (info.dev, info.ino):
-            return b""
+            # Renamed away between the read and the stat: what was read may be
+            # another file's, so nothing is known of this one's first bytes.
+            return None
         return data
 
     async def count_lines(self, handle: object, info: FileInfo, upto: int) -> int:

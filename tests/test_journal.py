@@ -23,6 +23,7 @@ from hypothesis import given, strategies as st
 from executor import (
     CommandError,
     CommandOutput,
+    Elision,
     ExecutorError,
     IdempotencyKey,
     InvalidArgument,
@@ -39,7 +40,7 @@ from executor import (
 )
 from executor._cli.main import main
 from executor._core.proc import proc_stat
-from executor._journal.codec import decode_chunks, encode_chunks
+from executor._journal.codec import decode_chunks, decode_elision, encode_chunks, encode_elision
 
 LIMIT = 30.0
 
@@ -264,6 +265,75 @@ async def test_claim_complete_and_repeat(path: Path) -> None:
         assert again.entry.owner is None
         with pytest.raises(JournalError, match="no longer held"):
             await journal.complete(claim, Outcome.of_output(output))
+
+
+def _cut_output() -> CommandOutput:
+    """An output cut in the middle, with its peak memory: what a replay must give back."""
+    return CommandOutput(
+        chunks=(Stdout(b"head\n"), Stderr(b"warn\n"), Stdout(b"tail\n")),
+        exit_code=0,
+        duration=0.5,
+        truncated=True,
+        elided=Elision(at=2, bytes=4096, lines=100, spill="/var/tmp/out.log"),
+        memory_peak=12_345_678,
+    )
+
+
+async def test_a_cut_output_replays_with_its_marker_and_peak(path: Path) -> None:
+    """Where an output was cut (and its peak memory) is kept: a replay shows the same marker."""
+    output = _cut_output()
+    async with SqliteJournal(path) as journal:
+        key = IdempotencyKey.new()
+        claim = await journal.claim(key, kind="command", name="make", fingerprint="f")
+        await journal.complete(claim, Outcome.of_output(output))
+    async with SqliteJournal(path) as journal:
+        entry = await journal.get(key)
+        assert entry is not None
+        assert entry.outcome is not None
+        replayed = entry.outcome.replay()
+    assert isinstance(replayed, CommandOutput)
+    assert replayed == output
+    assert replayed.elided == output.elided
+    assert replayed.memory_peak == 12_345_678
+    assert "[... 100 lines (4096 bytes) elided; the whole output is in" in replayed.text()
+
+
+async def test_a_format_1_journal_is_upgraded_in_place(path: Path) -> None:
+    """A journal written before cuts were recorded opens, keeps its runs and records cuts."""
+    plain = CommandOutput(chunks=(Stdout(b"old\n"),), exit_code=0, duration=0.1)
+    async with SqliteJournal(path) as journal:
+        old = IdempotencyKey.new()
+        claim = await journal.claim(old, kind="command", name="ls", fingerprint="f")
+        await journal.complete(claim, Outcome.of_output(plain))
+    with sqlite3.connect(path) as conn:
+        # The file as format 1 left it: no columns for the cut and the peak.
+        conn.execute("ALTER TABLE runs DROP COLUMN elided")
+        conn.execute("ALTER TABLE runs DROP COLUMN memory_peak")
+        conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    async with SqliteJournal(path) as journal:
+        entry = await journal.get(old)
+        assert entry is not None
+        assert entry.outcome is not None
+        assert entry.outcome.replay() == plain
+        new = IdempotencyKey.new()
+        claim = await journal.claim(new, kind="command", name="make", fingerprint="g")
+        await journal.complete(claim, Outcome.of_output(_cut_output()))
+        again = await journal.get(new)
+        assert again is not None
+        assert again.outcome is not None
+        assert again.outcome.replay() == _cut_output()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    conn.close()
+
+
+def test_a_damaged_cut_is_an_error() -> None:
+    """A stored cut that is not what the journal writes is named, not guessed at."""
+    assert decode_elision(encode_elision(_cut_output().elided)) == _cut_output().elided
+    assert encode_elision(None) is None
+    with pytest.raises(JournalError, match="cut is damaged"):
+        decode_elision('{"at": 1}')
 
 
 async def test_a_key_names_one_run(path: Path) -> None:

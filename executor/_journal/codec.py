@@ -8,6 +8,7 @@ chunks into one byte string and back, so a store can keep them in one field.
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 from collections.abc import Sequence
@@ -24,7 +25,7 @@ from executor._core.errors import (
     ToolCancelled,
     ToolStreamError,
 )
-from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
+from executor._core.output import Chunk, CommandOutput, Elision, Stderr, Stdout
 
 # Each kind names the error a repeat raises again; a subclass the journal does
 # not know is stored as the nearest of these, most specific first.
@@ -53,6 +54,35 @@ def encode_chunks(chunks: Sequence[Chunk]) -> bytes:
         )
         parts.append(chunk.data)
     return b"".join(parts)
+
+
+def encode_elision(elided: Elision | None) -> str | None:
+    """Where an output was cut, as the JSON text a journal stores (`None` for an uncut one)."""
+    if elided is None:
+        return None
+    return json.dumps(
+        {"at": elided.at, "bytes": elided.bytes, "lines": elided.lines, "spill": elided.spill}
+    )
+
+
+def decode_elision(text: str | None) -> Elision | None:
+    """The `Elision` that `encode_elision` wrote.
+
+    Raises:
+        JournalError: The text is not what `encode_elision` writes.
+    """
+    if text is None:
+        return None
+    try:
+        fields = json.loads(text)
+        return Elision(
+            at=int(fields["at"]),
+            bytes=int(fields["bytes"]),
+            lines=int(fields["lines"]),
+            spill=None if fields.get("spill") is None else str(fields["spill"]),
+        )
+    except (ValueError, TypeError, KeyError) as error:
+        raise JournalError(f"a stored output's cut is damaged: {text[:100]!r}") from error
 
 
 def decode_chunks(data: bytes) -> tuple[Chunk, ...]:

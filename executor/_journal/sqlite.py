@@ -37,7 +37,13 @@ import attrs
 
 from executor._core.errors import JournalError
 from executor._core.output import CommandOutput
-from executor._journal.codec import Outcome, decode_chunks, encode_chunks
+from executor._journal.codec import (
+    Outcome,
+    decode_chunks,
+    decode_elision,
+    encode_chunks,
+    encode_elision,
+)
 from executor._journal.keys import IdempotencyKey
 from executor._journal.liveness import THIS_PROCESS, Owner
 from executor._journal.protocol import Claim, EntryState, JournalEntry
@@ -45,7 +51,7 @@ from executor._journal.protocol import Claim, EntryState, JournalEntry
 T = TypeVar("T")
 
 
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
 _SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS runs (
@@ -69,7 +75,9 @@ CREATE TABLE IF NOT EXISTS runs (
     signal INTEGER,
     duration REAL,
     truncated INTEGER,
-    value TEXT
+    value TEXT,
+    elided TEXT,
+    memory_peak INTEGER
 ) WITHOUT ROWID
 """,
     "CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished) WHERE finished IS NOT NULL",
@@ -77,7 +85,13 @@ CREATE TABLE IF NOT EXISTS runs (
 _COLUMNS = (
     "key, kind, name, fingerprint, started, attempts, owner_boot, owner_pid, owner_started, "
     "owner_token, finished, outcome, message, timeout, has_output, chunks, exit_code, signal, "
-    "duration, truncated, value"
+    "duration, truncated, value, elided, memory_peak"
+)
+# Format 1 had no record of where an output was cut: its rows read back with
+# `elided` and `memory_peak` unknown.
+_UPGRADE_FROM_1 = (
+    "ALTER TABLE runs ADD COLUMN elided TEXT",
+    "ALTER TABLE runs ADD COLUMN memory_peak INTEGER",
 )
 
 # SQLite's primary result codes (an error's sqlite_errorcode & 0xFF).
@@ -358,12 +372,20 @@ class SqliteJournal:
             raise JournalError(f"the journal at {self.path} cannot use WAL mode ({mode})")
         conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, _SCHEMA_VERSION):
+        if version not in (0, 1, _SCHEMA_VERSION):
             raise JournalError(
                 f"the journal at {self.path} has format {version}; this version of "
-                f"executor reads format {_SCHEMA_VERSION}"
+                f"executor reads formats 1 to {_SCHEMA_VERSION}"
             )
-        if version == 0:
+        if version == 1:
+            conn.execute("BEGIN IMMEDIATE")
+            # Another process may have upgraded it while this one waited for the lock.
+            if conn.execute("PRAGMA user_version").fetchone()[0] == 1:
+                for statement in _UPGRADE_FROM_1:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        elif version == 0:
             # One transaction (not executescript, which commits first), so a
             # process racing to set up the same file sees all of it or none.
             conn.execute("BEGIN IMMEDIATE")
@@ -504,6 +526,8 @@ class SqliteJournal:
             duration,
             truncated,
             value,
+            elided,
+            memory_peak,
         ) = row
         outcome: Outcome | None = None
         state: EntryState
@@ -516,6 +540,8 @@ class SqliteJournal:
                     signal=signal,
                     duration=duration or 0.0,
                     truncated=bool(truncated),
+                    elided=decode_elision(elided),
+                    memory_peak=memory_peak,
                 )
             outcome = Outcome(
                 kind=outcome_kind,
@@ -688,6 +714,7 @@ class SqliteJournal:
         cursor = conn.execute(
             "UPDATE runs SET finished = ?, outcome = ?, message = ?, timeout = ?, has_output = ?, "
             "chunks = ?, exit_code = ?, signal = ?, duration = ?, truncated = ?, value = ?, "
+            "elided = ?, memory_peak = ?, "
             "owner_boot = NULL, owner_pid = NULL, owner_started = NULL, owner_token = NULL "
             "WHERE key = ? AND owner_token = ?",
             (
@@ -702,6 +729,8 @@ class SqliteJournal:
                 output.duration if output is not None else None,
                 output.truncated if output is not None else None,
                 _text_in(outcome.value),
+                encode_elision(output.elided) if output is not None else None,
+                output.memory_peak if output is not None else None,
                 str(claim.entry.key),
                 token,
             ),

@@ -8,6 +8,7 @@ the node id it prints. Without Ray installed the tests skip, and with
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -21,7 +22,16 @@ import anyio
 import psutil
 import pytest
 
-from executor import Chunk, Command, ExecutorError, NonZeroExit, TimedOut, ToolExecutor
+from executor import (
+    Chunk,
+    Command,
+    ExecutorError,
+    NonZeroExit,
+    Stderr,
+    Stdout,
+    TimedOut,
+    ToolExecutor,
+)
 from executor.testing import (
     ExecutorContract,
     ExecutorFactory,
@@ -153,6 +163,76 @@ async def test_output_reaches_the_sink_as_it_is_produced(cluster: RayCluster) ->
     assert b"".join(data for _, data in times) == b"first\nsecond\n"
     first_at = next(at for at, data in times if b"first" in data)
     assert first_at - started < ended - started - 1.0, "the first line came only at the end"
+
+
+async def test_a_fast_stream_arrives_whole_in_order_and_capped(cluster: RayCluster) -> None:
+    """24 MiB in 64 KiB writes, stderr lines between: every byte, in order, streams apart.
+
+    Fast output crosses in gathered items of at most about a batch, and the
+    stored output is cut to the cap with its elision as a local run's.
+    """
+    script = (
+        "import sys\n"
+        "out = sys.stdout.buffer\n"
+        "for i in range(384):\n"
+        "    out.write(bytes([i % 251]) * 65536)\n"
+        "    if i % 128 == 0:\n"
+        "        out.flush(); sys.stderr.write(f'mark {i}\\n'); sys.stderr.flush()\n"
+    )
+    expected = b"".join(bytes([i % 251]) * 65536 for i in range(384))
+    chunks: list[Chunk] = []
+    async with on_second(output_limit=1 << 20) as ex:
+        out = await ex.exec_cmd_streaming(Command.exec(["python3", "-c", script]), chunks.append)
+    stdout = b"".join(chunk.data for chunk in chunks if isinstance(chunk, Stdout))
+    stderr = b"".join(chunk.data for chunk in chunks if isinstance(chunk, Stderr))
+    assert stdout == expected
+    assert stderr == b"mark 0\nmark 128\nmark 256\n"
+    # Each mark comes after the output written before it, but for what the
+    # pipe held (two pipes: a reader may see the later write first).
+    seen = 0
+    for chunk in chunks:
+        if isinstance(chunk, Stdout):
+            seen += len(chunk.data)
+        else:
+            for line in chunk.data.decode().splitlines():
+                assert seen >= int(line.split()[1]) * 65536 - (2 << 20), (line, seen)
+    assert max(len(chunk.data) for chunk in chunks) <= 5 << 20, "an item passed its bound"
+    assert out.truncated
+    assert out.elided is not None
+    assert out.elided.bytes + len(out.stdout) + len(out.stderr) == len(expected) + len(stderr)
+    assert out.stdout.startswith(expected[:1000])
+    assert out.stdout.endswith(expected[-1000:])
+
+
+async def test_outbox_keeps_order_and_streams_apart_and_bounds_what_waits() -> None:
+    """The node's outbox: runs of one stream in order, items of one batch, a full box waits."""
+    from executor._ray.node import _BATCH, _WAITING, _Outbox, decode_runs
+
+    box = _Outbox()
+    for chunk in (Stdout(b"a"), Stdout(b"b"), Stderr(b"c"), Stdout(b"d")):
+        await box.put(chunk)
+    await box.put(("done", None))
+    runs, outcome = await box.take()
+    assert decode_runs(runs) == [Stdout(b"ab"), Stderr(b"c"), Stdout(b"d")]
+    assert outcome == ("done", None)
+
+    box = _Outbox()
+    mib = b"x" * (1 << 20)
+    for _ in range(_WAITING >> 20):
+        await box.put(Stdout(mib))
+    blocked = asyncio.ensure_future(box.put(Stdout(mib)))
+    await asyncio.sleep(0.05)
+    assert not blocked.done(), "a put past the bound did not wait"
+    runs, outcome = await box.take()
+    assert outcome is None
+    assert sum(len(chunk.data) for chunk in decode_runs(runs)) == _BATCH
+    await asyncio.wait_for(blocked, 10)
+    await box.put(("done", None))
+    taken = 0
+    while outcome is None:
+        runs, outcome = await box.take()
+        taken += sum(len(chunk.data) for chunk in decode_runs(runs))
+    assert taken == _WAITING + (1 << 20) - _BATCH
 
 
 async def test_files_on_the_node(cluster: RayCluster, tmp_path: Path) -> None:

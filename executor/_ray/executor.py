@@ -4,12 +4,14 @@
 `executor._ray.node`) by resources, a custom resource, a node id or a
 placement group bundle, at the first command or on `async with`. Every
 call goes to that actor: commands and file operations stream their output
-back as Ray streaming generators, sessions keep one generator open for
-their output and send each stdin event as a call, listings come in
-batches. The actor is made with no restarts and no task retries, so Ray
-never runs a command twice. While a call waits, the actor is pinged: one
-that stops answering (its worker or its node died) fails the call with
-`ExecutorError` naming it, within `ping_timeout` seconds and a ping period.
+back as Ray streaming generators (items gathered on the node, carried
+inside Ray's messages to this process: see `executor._ray.node`),
+sessions keep one generator open for their output and send each stdin
+event as a call, listings come in batches. The actor is made with no
+restarts and no task retries, so Ray never runs a command twice. While a
+call waits, the actor is pinged: one that stops answering (its worker or
+its node died) fails the call with `ExecutorError` naming it, within
+`ping_timeout` seconds and a ping period.
 
 `RayPool` places many executors over the cluster through one placement
 group and says where each runs.
@@ -30,10 +32,18 @@ from executor._core.base import CommandRunner, LoadedFile, Sink, call_sink
 from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile, session_argv
 from executor._core.errors import ExecutorError
-from executor._core.output import CommandOutput
+from executor._core.output import Chunk, CommandOutput
 from executor._core.session import ProcessSession
 from executor._local.sandbox import Sandbox
-from executor._ray.node import NODE_VARIABLE, NodeExecutor, decode_failure
+from executor._ray.node import (
+    IN_FLIGHT,
+    INLINE_LIMIT,
+    INLINE_VARIABLE,
+    NODE_VARIABLE,
+    NodeExecutor,
+    decode_failure,
+    decode_runs,
+)
 
 __all__ = ["NODE_VARIABLE", "NodeInfo", "RayExecutor", "RayPool", "RaySession"]
 
@@ -139,8 +149,15 @@ class RayExecutor(CommandRunner):
         options: dict[str, Any] = {"num_cpus": self.num_cpus}
         if self.resources:
             options["resources"] = dict(self.resources)
-        if self.runtime_env is not None:
-            options["runtime_env"] = dict(self.runtime_env)
+        # The actor's items up to `INLINE_LIMIT` travel inside Ray's replies
+        # to the driver, not through the object stores of both nodes (see
+        # `executor._ray.node`); a value the caller set stands.
+        runtime_env = dict(self.runtime_env or {})
+        runtime_env["env_vars"] = {
+            INLINE_VARIABLE: str(INLINE_LIMIT),
+            **dict(runtime_env.get("env_vars") or {}),
+        }
+        options["runtime_env"] = runtime_env
         if self.node_id is not None:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -279,14 +296,16 @@ class RayExecutor(CommandRunner):
 
         return await self._guarded(actor, wait)
 
-    async def _stream(self, actor: Any, generator: Any, take: Any) -> tuple[Any, ...]:
-        """Feed each item of a streaming call to `take` until the outcome; return the outcome."""
+    async def _stream(
+        self, actor: Any, generator: Any, take: Callable[[list[Chunk]], Awaitable[None]]
+    ) -> tuple[Any, ...]:
+        """Feed the chunks of each item of an output stream to `take`; return the outcome."""
 
         async def read() -> tuple[Any, ...]:
             async for ref in generator:
                 item: tuple[Any, ...] = await ref
-                if item[0] in ("chunks", "files"):
-                    await take(item[1])
+                if item[0] == "chunks":
+                    await take(decode_runs(item[1]))
                 else:
                     return item
             raise ExecutorError("the Ray actor ended the call without an outcome")
@@ -300,7 +319,7 @@ class RayExecutor(CommandRunner):
         run_id = next(self._ids)
         finished = False
 
-        async def take(chunks: list[Any]) -> None:
+        async def take(chunks: list[Chunk]) -> None:
             if sink is not None:
                 for chunk in chunks:
                     await call_sink(sink, chunk)
@@ -309,7 +328,7 @@ class RayExecutor(CommandRunner):
             if sink is None:
                 outcome = await self._call(actor, actor.run_whole.remote(run_id, cmd))
             else:
-                outcome = await self._stream(actor, actor.run.remote(run_id, cmd), take)
+                outcome = await self._stream(actor, _streamed(actor.run).remote(run_id, cmd), take)
             finished = True
         finally:
             if not finished:
@@ -367,6 +386,16 @@ class RayExecutor(CommandRunner):
             raise
 
 
+def _streamed(method: Any) -> Any:
+    """An actor's output method, allowed `IN_FLIGHT` items ahead of the driver.
+
+    Bounds what a stream holds in transit to a few items (in the driver's
+    memory until it takes them); what the command writes meanwhile gathers
+    on the node into the next one.
+    """
+    return method.options(_generator_backpressure_num_objects=IN_FLIGHT)
+
+
 def _is_ray_error(error: BaseException) -> bool:
     """Whether `error` is one of Ray's own (a lost actor or node, a failed call)."""
     try:
@@ -402,12 +431,12 @@ class RaySession(ProcessSession):
         self._pid = started[1]
 
     async def _run(self) -> CommandOutput:
-        async def take(chunks: list[Any]) -> None:
+        async def take(chunks: list[Chunk]) -> None:
             for chunk in chunks:
                 await self._deliver(chunk)
 
         outcome = await self._executor._stream(
-            self._actor, self._actor.session_stream.remote(self._id), take
+            self._actor, _streamed(self._actor.session_stream).remote(self._id), take
         )
         if outcome[0] == "done":
             output: CommandOutput = outcome[1]

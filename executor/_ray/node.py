@@ -3,9 +3,13 @@
 It runs in a Ray worker process on the chosen node, as an async actor (its
 methods run on the worker's event loop, many at once). Commands run
 through a `LocalExecutor` (sandboxed when asked), created on the first
-call. Output travels back as Ray streaming generators: batches of chunks,
-then one outcome item. Failures cross as values, never as raised
-exceptions (which Ray would wrap, and whose `output` pickling would lose):
+call. Output travels back as Ray streaming generators: `("chunks", runs)`
+items, then one outcome item. A run is one stream's output (stdout or
+stderr) as the chunks' buffers, pickled out of band so Ray copies them
+once, into its message; the driver joins each run into one chunk. Items
+gather on the node while the one before travels (see `_Outbox`) and go
+inline in Ray's messages up to `INLINE_LIMIT`. Failures cross as values,
+never as raised exceptions (which Ray would wrap, and whose `output` pickling would lose):
 `("error", class name, message, output)`.
 
 Sessions each live in one task of their own here, which enters the local
@@ -16,8 +20,10 @@ group is entered and left by the same task.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
+import pickle
 import shutil
 import signal
 import socket
@@ -35,14 +41,45 @@ from executor._core.stdin import Bytes, Resize, Signal, UnixSignal
 from executor._local.executor import LocalExecutor
 from executor._local.sandbox import Sandbox
 
-__all__ = ["NODE_VARIABLE", "NodeExecutor", "decode_failure", "encode_failure"]
+__all__ = [
+    "INLINE_LIMIT",
+    "INLINE_VARIABLE",
+    "IN_FLIGHT",
+    "NODE_VARIABLE",
+    "NodeExecutor",
+    "decode_failure",
+    "decode_runs",
+    "encode_failure",
+]
 
 NODE_VARIABLE = "EXECUTOR_RAY_NODE_ID"
 """Set in every command's environment: the Ray node id the command runs on."""
 
-# How much output one streamed item carries at most, and how many wait.
-_BATCH = 1 << 20
-_QUEUE = 64
+# How output crosses to the driver (see `_Outbox`). Ray carries each item
+# of a streaming generator at a fixed cost besides its cost per byte, so a
+# fast stream goes in items of up to `_BATCH` bytes, gathered on the node:
+# output that follows close on the item before lingers up to `_LINGER`
+# seconds for more, while output after a quiet spell leaves at once (a
+# command's first line is not held back).
+_BATCH = 4 << 20
+_LINGER = 0.01
+# Bytes that may wait on the node before the command's reader waits too
+# (and with it the command, once its pipe is full).
+_WAITING = 2 * _BATCH
+# Items the node may yield ahead of the driver (Ray's generator
+# backpressure): what a stream holds in transit is bounded, and what the
+# command writes meanwhile gathers into the next item.
+IN_FLIGHT = 2
+# Items up to this size travel inline, inside Ray's message to the driver,
+# rather than through the object stores of both nodes (a copy into each and
+# the raylets' transfer between them: several times the cost per byte).
+# Ray's default is 100 KiB, below a batch; its processes read
+# `RAY_<setting>` as they start, so the actor's environment sets it. It stays
+# under Ray's 10 MiB of inline bytes per message (a batch and its framing).
+INLINE_LIMIT = 8 << 20
+INLINE_VARIABLE = "RAY_max_direct_call_object_size"
+# A listing's files cross in batches of about this many bytes (or 256 files).
+_FILES_BATCH = 1 << 20
 # Seconds between checks that the node's raylet lives; most a lost node's close may take.
 _RAYLET_CHECK = 0.25
 _CLOSE_ON_NODE_LOSS = 10.0
@@ -81,37 +118,99 @@ def decode_failure(item: tuple[Any, ...]) -> BaseException:
     return error
 
 
-def _coalesce(chunks: list[Chunk]) -> list[Chunk]:
-    """Neighbouring chunks of one stream joined: fewer, larger items to carry."""
-    out: list[Chunk] = []
-    for chunk in chunks:
-        if out and type(out[-1]) is type(chunk):
-            out[-1] = type(chunk)(out[-1].data + chunk.data)
+Run = tuple[bool, list[pickle.PickleBuffer]]
+"""Output of one stream (stderr: True) as it was read: the buffers of its chunks."""
+
+
+def decode_runs(runs: list[tuple[bool, list[Any]]]) -> list[Chunk]:
+    """The chunks a `("chunks", runs)` item carries: one chunk a run, its buffers joined."""
+    return [(Stderr if is_stderr else Stdout)(b"".join(buffers)) for is_stderr, buffers in runs]
+
+
+class _Outbox:
+    """Output waiting to cross to the driver, bounded in bytes, then the outcome.
+
+    `put` takes chunks as the node's executor reads them (waiting while
+    `_WAITING` bytes wait already) and, last, the outcome. `take` gives what
+    waits, up to about `_BATCH` bytes, as runs of one stream (stdout and
+    stderr apart, in their order) that the driver joins into one chunk each.
+
+    Like Nagle's algorithm: output that comes after a quiet spell leaves at
+    once; output that follows close on the last item (a stream) lingers up
+    to `_LINGER` seconds, gathering into a larger item.
+    """
+
+    def __init__(self) -> None:
+        self._items: collections.deque[Any] = collections.deque()
+        self._size = 0
+        self._ended = False
+        self._arrived = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._left = -_LINGER
+
+    async def put(self, item: Any) -> None:
+        if isinstance(item, Stdout | Stderr):
+            while self._size >= _WAITING:
+                self._room.clear()
+                await self._room.wait()
+            self._size += len(item.data)
         else:
-            out.append(chunk)
-    return out
+            self._ended = True
+        self._items.append(item)
+        self._arrived.set()
 
+    def outcome_now(self) -> Any:
+        """The outcome, if it is the only thing waiting (a session that failed to start)."""
+        if len(self._items) == 1 and not isinstance(self._items[0], Stdout | Stderr):
+            return self._items.popleft()
+        return None
 
-async def _drain(queue: asyncio.Queue[Any], first: Any) -> tuple[list[Chunk], Any]:
-    """`first` and what else waits in `queue` (up to a batch), and an outcome met on the way."""
-    chunks: list[Chunk] = []
-    size = 0
-    item = first
-    while True:
-        if not isinstance(item, Stdout | Stderr):
-            return _coalesce(chunks), item
-        chunks.append(item)
-        size += len(item.data)
-        if size >= _BATCH or queue.empty():
-            return _coalesce(chunks), None
-        item = queue.get_nowait()
+    async def _arrival(self) -> None:
+        self._arrived.clear()
+        await self._arrived.wait()
+
+    async def take(self) -> tuple[list[Run], Any]:
+        """The output that waits (one item at least waited for), and the outcome if it came."""
+        while not self._items:
+            await self._arrival()
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if now - self._left < _LINGER:
+            # A stream: let more gather, up to a batch or the outcome.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(now + _LINGER):
+                    while self._size < _BATCH and not self._ended:
+                        await self._arrival()
+        runs: list[Run] = []
+        size = 0
+        outcome = None
+        while self._items:
+            item = self._items[0]
+            if isinstance(item, Stdout | Stderr) and size and size + len(item.data) > _BATCH:
+                break
+            self._items.popleft()
+            if not isinstance(item, Stdout | Stderr):
+                outcome = item
+                break
+            is_stderr = isinstance(item, Stderr)
+            if not runs or runs[-1][0] != is_stderr:
+                runs.append((is_stderr, []))
+            # Out of band: Ray copies the bytes once, into its message, and
+            # pickles no copy of them.
+            runs[-1][1].append(pickle.PickleBuffer(item.data))
+            size += len(item.data)
+        self._size -= size
+        self._room.set()
+        self._left = loop.time()
+        return runs, outcome
 
 
 class _SessionHost:
     """One session on this node: its task enters it and serves the driver's operations."""
 
     def __init__(self, local: LocalExecutor, cmd: Command, pty: bool) -> None:
-        self.out: asyncio.Queue[Any] = asyncio.Queue(_QUEUE)
+        self.out = _Outbox()
         self.ops: asyncio.Queue[tuple[str, tuple[Any, ...], asyncio.Future[Any]]] = asyncio.Queue()
         self.ready: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         self.task = asyncio.ensure_future(self._main(local, cmd, pty))
@@ -252,25 +351,22 @@ class NodeExecutor:
             yield encode_failure(errors.ExecutorError("the run was cancelled before it started"))
             return
         local = self._executor()
-        queue: asyncio.Queue[Any] = asyncio.Queue(_QUEUE)
-
-        async def sink(chunk: Chunk) -> None:
-            await queue.put(chunk)
+        out = _Outbox()
 
         async def main() -> None:
             try:
-                output = await local.exec_cmd_streaming(cmd, sink)
+                output = await local.exec_cmd_streaming(cmd, out.put)
             except Exception as error:
-                await queue.put(encode_failure(error))
+                await out.put(encode_failure(error))
             else:
-                await queue.put(("done", output))
+                await out.put(("done", output))
 
         task = self._runs[run_id] = asyncio.ensure_future(main())
         try:
             while True:
-                chunks, outcome = await _drain(queue, await queue.get())
-                if chunks:
-                    yield ("chunks", chunks)
+                runs, outcome = await out.take()
+                if runs:
+                    yield ("chunks", runs)
                 if outcome is not None:
                     yield outcome
                     return
@@ -324,12 +420,15 @@ class NodeExecutor:
     ) -> AsyncIterator[tuple[Any, ...]]:
         """`stream_files` on this node, in batches of files, then `("done",)` or the error."""
         batch: list[LoadedFile] = []
+        size = 0
         try:
             async for loaded in self._executor().stream_files(path, extensions):
                 batch.append(loaded)
-                if sum(len(item.content) for item in batch) >= _BATCH or len(batch) >= 256:
+                size += len(loaded.content)
+                if size >= _FILES_BATCH or len(batch) >= 256:
                     yield ("files", batch)
                     batch = []
+                    size = 0
         except Exception as error:
             if batch:
                 yield ("files", batch)
@@ -344,18 +443,19 @@ class NodeExecutor:
         host = _SessionHost(self._executor(), cmd, pty)
         self._sessions[session_id] = host
         pid = await host.ready
-        if pid is None and host.out.qsize():
+        failure = host.out.outcome_now() if pid is None else None
+        if failure is not None:
             self._sessions.pop(session_id, None)
-            return host.out.get_nowait()
+            return failure
         return ("started", pid)
 
     async def session_stream(self, session_id: int) -> AsyncIterator[tuple[Any, ...]]:
         """The session's output as it comes, then its outcome."""
         host = self._sessions[session_id]
         while True:
-            chunks, outcome = await _drain(host.out, await host.out.get())
-            if chunks:
-                yield ("chunks", chunks)
+            runs, outcome = await host.out.take()
+            if runs:
+                yield ("chunks", runs)
             if outcome is not None:
                 yield outcome
                 return

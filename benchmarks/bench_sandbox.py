@@ -24,9 +24,11 @@ cores) falls on every side alike:
   each executor's first command, which builds it, is timed apart;
 - `bubblewrap + rlimits`: the same with four rlimits, set by the command's
   init before the exec;
-- `landlock`: `Sandbox(backend="landlock")`: the command goes to the
-  Landlock launcher, a process of its own, whose init (made ahead, in a
-  Landlock domain of its own, under the system call filter) starts it;
+- `landlock`: `Sandbox(backend="landlock")`: the command goes straight to
+  an idle init of the Landlock launcher (a process of its own per rule
+  set), whose thread made ahead for it (in a Landlock domain of its own,
+  under the system call filter, with a fresh keyring and, run by root, an
+  IPC namespace) spawns it; inits run one command after another;
 - `landlock + rlimits`: the same with four rlimits (one `prlimit` exec more);
 - `bare@base`, `bubblewrap@base`, `landlock@base`: the same sides with the
   code of `BASELINE` (Landlock commands started from a thread of the
@@ -36,6 +38,22 @@ Every sandboxed side but `@base` runs with the system call filter (the
 default). A backend this machine cannot give is reported as such and left out.
 
 Targets: bubblewrap adds <= 2.5 ms at the median over bare; Landlock adds <= 1 ms.
+"Over bare" compares a sandboxed side's median with `bare`'s: both are
+`exec_cmd` of this tree's `LocalExecutor`, in the same run, one with the
+sandbox and one without (an unsandboxed command starts below the
+executor's supervisor, as every unsandboxed command does). The `@base`
+lines put the same difference at `BASELINE` beside it, and each backend
+against `bare@base` (a plain spawn from the executor's process).
+
+The `cpu` column is the CPU time every process of a side used per timed
+command: the worker, its supervisor or sandbox server, launcher and inits,
+and the commands, with what each has reaped (clock ticks, summed over all
+batches: about +-0.2 ms per command over a full run, much more in a
+smoke run). Unlike the wall times it moves little with the machine's
+load, which on 2 shared cores decides most of a median: each process a
+command passes through waits for a core. Kernel work done outside these
+processes (a namespace freed later by a kernel worker) is not in it. The
+load average at the start and end of the run is printed with the table.
 
 `--breakdown` shows what one `bwrap` per command would cost: the one-shot
 command line of the same sandbox (`Sandbox.bubblewrap_argv`) for `true`, run
@@ -47,6 +65,7 @@ group left out in turn, and with `prlimit` in front; in rotating rounds, medians
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import statistics
@@ -95,19 +114,34 @@ SIDES: dict[str, tuple[Backend | None, bool, bool]] = {
 
 # Per side, each batch's first command (each executor's first: a sandbox is built then).
 FIRST: dict[str, list[float]] = {}
+# Per side, the CPU seconds every process of the batch used while timed, and how many commands.
+CPU: dict[str, tuple[float, int]] = {}
+# The machine's load average as the run started.
+LOAD: list[str] = []
 
 # Run by each batch in a fresh interpreter: argv is the source tree, backend
 # ("" for bare), rlimits ("1" or "0"), workdir and count.
 WORKER = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-import anyio
+import anyio, psutil
 import executor
 from executor import Command, LocalExecutor, Sandbox
 assert executor.__file__.startswith(sys.argv[1]), executor.__file__
 backend, limited, workdir, count = sys.argv[2], sys.argv[3] == "1", sys.argv[4], int(sys.argv[5])
 limits = dict(address_space=4 << 30, cpu_seconds=600, file_size=1 << 30, open_files=1024)
 sandbox = Sandbox(backend=backend, **(limits if limited else {})) if backend else None
+def cpu():
+    # CPU seconds of this process and every process below it, with what each
+    # has reaped (an init's commands, a launcher's inits): clock ticks.
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:4])
+    for child in me.children(recursive=True):
+        try:
+            total += sum(child.cpu_times()[:4])
+        except psutil.Error:
+            pass
+    return total
 async def main():
     times = []
     command = Command.exec(["true"])
@@ -115,13 +149,15 @@ async def main():
         started = time.perf_counter()
         await ex.exec_cmd(command)
         first = time.perf_counter() - started
+        before = cpu()
         for _ in range(count):
             started = time.perf_counter()
             await ex.exec_cmd(command)
             times.append(time.perf_counter() - started)
-    return first, times
-first, times = anyio.run(main)
-print("RESULT " + json.dumps({"first": first, "times": times}))
+        used = cpu() - before
+    return first, times, used
+first, times, used = anyio.run(main)
+print("RESULT " + json.dumps({"first": first, "times": times, "cpu": used}))
 """
 
 
@@ -142,6 +178,8 @@ def _side(name: str, tree: Path, backend: Backend | None, limited: bool) -> Batc
             raise RuntimeError(f"side {name} failed:\n{completed.stderr.decode(errors='replace')}")
         result = json.loads(lines[-1][len("RESULT ") :])
         FIRST.setdefault(name, []).append(result["first"])
+        seconds, commands = CPU.get(name, (0.0, 0))
+        CPU[name] = (seconds + result["cpu"], commands + len(result["times"]))
         return list(result["times"])
 
     return batch
@@ -207,11 +245,20 @@ def report(stats: dict[str, h.Stats]) -> None:
     for name, s in stats.items():
         rows.append(
             h.sample_row(
-                name, s, h.fmt_ms(s.median - bare.median), h.fmt_ratio(s.median, bare.median)
+                name,
+                s,
+                h.fmt_ms(s.median - bare.median),
+                h.fmt_ratio(s.median, bare.median),
+                h.fmt_ms(cpu_per_command(name)),
+                h.fmt_ms(cpu_per_command(name) - cpu_per_command("bare")),
             )
         )
+    after = os.getloadavg()[0]
+    print(f"load average before: {LOAD[0]}, after: {after:.2f} (on {os.cpu_count()} cores)")
     print("Sandbox overhead: sequential `true` through exec_cmd (ms per command, asyncio)")
-    h.print_table(["side", "n", "median", "p99", "added (median)", "med/bare"], rows)
+    h.print_table(
+        ["side", "n", "median", "p99", "added (median)", "med/bare", "cpu", "added cpu"], rows
+    )
     firsts = ", ".join(
         f"{name} {statistics.median(times) * 1000:.1f} ms" for name, times in FIRST.items()
     )
@@ -231,9 +278,16 @@ def report(stats: dict[str, h.Stats]) -> None:
             continue
         added = stats[backend].median - bare.median
         print(
-            f"target: {backend} adds <= {target * 1000:.1f} ms at the median: "
-            f"{added * 1000:.2f} ms -> {h.verdict(added <= target)}"
+            f"target: {backend} adds <= {target * 1000:.1f} ms at the median over bare: "
+            f"{added * 1000:.2f} ms -> {h.verdict(added <= target)} "
+            f"(CPU: {(cpu_per_command(backend) - cpu_per_command('bare')) * 1000:+.2f} ms)"
         )
+
+
+def cpu_per_command(name: str) -> float:
+    """The CPU seconds a side's processes used per timed command (nan when not measured)."""
+    seconds, commands = CPU.get(name, (0.0, 0))
+    return seconds / commands if commands else math.nan
 
 
 # Option groups of the bubblewrap command line, each left out in turn by
@@ -340,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     count = args.count or (10 if args.quick else 300)
     rounds = 1 if args.quick else 10
     warmup = 0 if args.quick else 10
+    LOAD.append(f"{os.getloadavg()[0]:.2f}")
     with base_tree() as base:
         report(measure(available(base, quick=args.quick), count, rounds, warmup))
     return 0

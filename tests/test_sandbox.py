@@ -42,7 +42,7 @@ from executor import (
     UnixSignal,
 )
 from executor._core.wrappers import read_only_commands
-from executor._local.sandbox import setuid_problem
+from executor._local.sandbox import find_program, setuid_problem
 from executor.testing import ExecutorContract, ReadOnlyContract, SessionContract
 
 pytestmark = pytest.mark.anyio
@@ -953,6 +953,76 @@ async def test_concurrent_landlock_commands_do_not_share_a_domain(tmp_path: Path
             f"print(libc.ptrace(16, {victim}, 0, 0), ctypes.get_errno())'",
         )
         assert said.split() == ["-1", str(errno.EPERM)]
+
+
+async def test_a_landlock_init_runs_commands_in_turn_sharing_nothing_of_theirs(
+    tmp_path: Path,
+) -> None:
+    """Commands one after another share inits, never a keyring, IPC namespace, filter or capability.
+
+    An init runs its rule set's commands one at a time, each from a thread
+    that confined itself anew: the first command's SysV segment is not the
+    next one's, and filters do not pile up.
+    """
+    script = (
+        "echo $PPID; grep -E '^(CapEff|Seccomp_filters):' "
+        "/proc/self/status; python3 -c 'import ctypes; "
+        "print(ctypes.CDLL(None).syscall(250, 0, -3, 0))'; cat /proc/sysvipc/shm | wc -l; "
+        "python3 -c 'import ctypes; ctypes.CDLL(None).shmget(0, 4096, 0o1600)'"
+    )
+    async with sandboxed(tmp_path, "landlock", syscall_filter=False) as ex:
+        runs = [(await output_of(ex, script)).split() for _ in range(8)]
+    async with sandboxed(tmp_path, "landlock") as ex:
+        filtered = [(await output_of(ex, script)).split() for _ in range(4)]
+    inits = [run[0] for run in runs]
+    assert len(set(inits)) < len(inits), "no init ran two commands"
+    keyrings = [run[-2] for run in runs]
+    assert len(set(keyrings)) == len(keyrings), keyrings
+    for run in runs + filtered:
+        assert run[run.index("CapEff:") + 1] == "0000000000000000"
+        if "Seccomp_filters:" in run:
+            assert run[run.index("Seccomp_filters:") + 1] == ("1" if run in filtered else "0")
+    if ROOT:
+        # An IPC namespace of each command's own (an inode number freed may come
+        # back, so not told by its name): only the table's heading, never the
+        # segment an earlier command made.
+        assert all(run[-1] == "1" for run in runs), runs
+
+
+async def test_a_landlock_burst_leaves_a_few_inits(tmp_path: Path) -> None:
+    """Thirty commands at once do not leave thirty idle inits behind."""
+    async with sandboxed(tmp_path, "landlock") as ex:
+        async with anyio.create_task_group() as tasks:
+            for _ in range(30):
+                tasks.start_soon(ex.exec_cmd, Command.shell("sleep 0.2"))
+        launcher = psutil.Process(int(await output_of(ex, "echo $PPID"))).ppid()
+        with anyio.fail_after(10):
+            # Two kept idle, two more at most, and the one the executor holds.
+            while len(psutil.Process(launcher).children()) > 5:
+                await anyio.sleep(0.05)
+
+
+def test_the_program_is_found_where_shutil_which_finds_it(tmp_path: Path) -> None:
+    """The sandbox's PATH search agrees with shutil.which, and fails as exec would."""
+    folders = [tmp_path / name for name in ("plain", "dir", "exe", "later")]
+    for folder in folders:
+        folder.mkdir()
+    (tmp_path / "plain" / "tool").write_text("not executable\n")
+    (tmp_path / "dir" / "tool").mkdir()
+    for name in ("exe", "later"):
+        (tmp_path / name / "tool").write_text("#!/bin/sh\n")
+        (tmp_path / name / "tool").chmod(0o755)
+    every = os.pathsep.join(str(folder) for folder in folders)
+    for search in (every, f"{tmp_path / 'missing'}{os.pathsep}{every}", str(folders[0]), ""):
+        expected = shutil.which("tool", path=search)
+        if expected is None:
+            with pytest.raises(FileNotFoundError):
+                find_program("tool", {"PATH": search}, str(tmp_path))
+        else:
+            assert find_program("tool", {"PATH": search}, str(tmp_path)) == expected
+    assert find_program("tool", {"PATH": every}, str(tmp_path)) == str(folders[2] / "tool")
+    with pytest.raises(FileNotFoundError):
+        find_program("no-such-tool", {"PATH": every}, str(tmp_path))
 
 
 def test_probe_reports_the_filter_and_each_protection() -> None:

@@ -3,13 +3,13 @@
 Landlock (Linux 5.13+) lets an unprivileged process give up access rights for
 itself and every process it starts afterwards. The Landlock launcher
 (`executor._local.landlock_launcher`, a process of its own per rule set,
-which applies them through the system calls) builds the rule set once; each
-command's init, forked from it, restricts itself with it and starts the
-command, which inherits the domain. Each restriction makes a domain of its
-own, so no two commands share one, and neither the
-launcher nor the executor's process is in any: Landlock lets a process in a
-domain trace, read the memory of, or (ABI 6) signal only processes in the
-same domain or one nested in it.
+which applies them through the system calls) builds the rule set once; for
+each command a thread of one of its inits restricts itself with it and
+spawns the command, which inherits the domain. Each restriction makes a
+domain of its own, so no two commands share one, and neither the launcher,
+an init's main thread nor the executor's process is in any: Landlock lets a
+process in a domain trace, read the memory of, or (ABI 6) signal only
+processes in the same domain or one nested in it.
 
 What one rule set grants (see `LandlockRules`):
 

@@ -15,23 +15,37 @@ starts a Landlock command as it starts a bubblewrap one:
 - at start it says its pid (with a pidfd of itself), reads the rules,
   makes (run by root) a network namespace without network and an empty
   `/run`, builds the Landlock rule set once, becomes a child subreaper and
-  not dumpable, and answers `{}` with an `O_PATH` descriptor of `/dev/ptmx`;
-- ahead of each command it forks an init, which joins a fresh session
-  keyring, makes (run by root) an IPC namespace of its own, becomes a child
-  subreaper, drops every capability, restricts itself with the rule set (a
-  Landlock domain of its own, shared with no other command), stops being
-  dumpable, installs the system call filter, and waits for its command;
-- on `spare` it hands a made init to the executor, which sends the command
-  straight to it; init runs it (`sandbox_server.serve_command`) and, when
-  it exits, kills and reaps every process still below it before it reports.
+  not dumpable, forks its first inits (`_Pool`), and answers `{}` with an
+  `O_PATH` descriptor of `/dev/ptmx` once the first is ready;
+- an init (`_init`) is a process of its own that runs the rule set's
+  commands one at a time: set up once (a session of its own, a fresh
+  session keyring, a child subreaper, stdio on `/dev/null`, no descriptor
+  of the launcher's, not dumpable, no-new-privileges; run by root, locked
+  securebits, an empty bounding set and only `CAP_SYS_ADMIN` left), it
+  starts a thread for each command, ahead of it. That thread confines
+  itself for good (`_confine`: run by root, an IPC namespace of its own and
+  no capability at all; a fresh session keyring; a new Landlock domain of
+  the rule set, shared with no other command; the system call filter),
+  offers the launcher a channel for the command, and runs the command
+  it receives there: it spawns it (so it inherits all of that), waits for
+  it, kills and reaps every process still below init, and reports. Init's
+  own main thread holds none of the command's confinement, only waits;
+- on `spare` the launcher hands an idle init's channel to the executor,
+  which sends the command straight to it; once the executor has closed
+  the command's status pipe (it has taken the report, and holds nothing
+  that could still kill that init for that command), init comes back idle
+  with a new thread. A command thus costs a thread, a spawn and a few
+  messages, not a fork of Python: the launcher forks inits only to keep
+  `warm` idle (two), and lets one idle beyond two more go.
 
 Nothing a command can reach holds the executor's memory or environment:
 the executor's process is in no Landlock domain (a command may not trace
-it, read its `/proc` files or signal it), the launcher neither, and init,
-in the command's domain, is not dumpable. A process orphaned when its init
-was killed (a timeout, `aclose`) comes to the launcher, as subreaper, which
-kills it at once; when the control socket ends the launcher kills every
-init and everything below them, and exits.
+it, read its `/proc` files or signal it), the launcher neither, and init
+is not dumpable (its command's thread, in the command's domain, is one of
+its threads). A process orphaned when its init was killed (a timeout,
+`aclose`) comes to the launcher, as subreaper, which kills it at once; when
+the control socket ends the launcher kills every init and everything below
+them, and exits.
 """
 
 from __future__ import annotations
@@ -40,15 +54,19 @@ import array
 import contextlib
 import ctypes
 import errno
+import gc
 import json
 import os
+import resource
 import select
 import signal
 import socket
 import stat
+import struct
 import sys
+import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 if TYPE_CHECKING:
     from executor._local import linux, sandbox_server, seccomp
@@ -302,11 +320,17 @@ def _empty_run() -> None:
 def _children() -> list[int]:
     """This process's children (zombies too)."""
     me = os.getpid()
-    try:
-        with open(f"/proc/{me}/task/{me}/children") as file:
-            return [int(child) for child in file.read().split()]
-    except FileNotFoundError:
-        pass  # a kernel without CONFIG_PROC_CHILDREN
+    if os.path.exists(f"/proc/{me}/task/{me}/children"):
+        # Each thread's own: a child stays its thread's until that thread ends.
+        children: list[int] = []
+        for task in os.listdir(f"/proc/{me}/task"):
+            try:
+                with open(f"/proc/{me}/task/{task}/children") as file:
+                    children += [int(child) for child in file.read().split()]
+            except FileNotFoundError:
+                pass  # the thread ended meanwhile
+        return children
+    # A kernel without CONFIG_PROC_CHILDREN.
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -344,8 +368,16 @@ def _end_children() -> None:
             pass
 
 
-def _init(config: dict[str, Any], channel: socket.socket, ruleset: int, launcher: int) -> None:
-    """A command's init: set it up, then await the command, run it, and report its end."""
+def _init(config: dict[str, Any], link: socket.socket, ruleset: int, launcher: int) -> NoReturn:
+    """An init: set itself up once, then run the rule set's commands one at a time, until told.
+
+    Each command has a thread of init's of its own, started as soon as
+    the one before has ended, which confines itself (`_confine`), offers
+    the launcher a channel for the command, and runs it (`_serve_one`):
+    the command inherits that thread's Landlock domain (a new one, shared
+    with no other command), keyring, IPC namespace, filter and lack of
+    capabilities. Init's main thread keeps none of these; it only waits.
+    """
     try:
         sandbox_server.quiet_signals()
         linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL, "prctl(PR_SET_PDEATHSIG)")
@@ -353,91 +385,231 @@ def _init(config: dict[str, Any], channel: socket.socket, ruleset: int, launcher
             os._exit(1)  # the launcher died before the death signal was set
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.setsid()
-        if config["root"]:
-            # SysV IPC of the command's own: the host's segments are not there.
-            linux.unshare(linux.CLONE_NEWIPC)
+        # Init's own keyring is not the host's either (each command gets one more).
         seccomp.fresh_session_keyring()
         linux.prctl(_PR_SET_CHILD_SUBREAPER, 1, "prctl(PR_SET_CHILD_SUBREAPER)")
         null = os.open(os.devnull, os.O_RDWR)
         for target in (0, 1, 2):
             os.dup2(null, target)
         os.close(null)
-        if config["root"]:
-            linux.drop_capabilities(lock_root=True)
-        restrict_self(ruleset)
-        os.close(ruleset)
-        linux.prctl(linux.PR_SET_DUMPABLE, 0, "prctl(PR_SET_DUMPABLE)")
-        if config.get("filter") is not None:
-            seccomp.install(bytes.fromhex(config["filter"]))
-        keep = channel.fileno()
+        # The launcher's descriptors are not init's (another init's link
+        # held here would keep it from ending).
         for fd in map(int, os.listdir("/proc/self/fd")):
-            if fd > 2 and fd != keep:
+            if fd > 2 and fd not in (link.fileno(), ruleset):
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        if config["root"]:
+            # Locked securebits and an empty bounding set: nothing below
+            # init gains a capability by exec. Init keeps CAP_SYS_ADMIN
+            # alone, for each command's IPC namespace; the command's
+            # thread drops it.
+            linux.drop_capabilities(lock_root=True, keep=(linux.CAP_SYS_ADMIN,))
+        linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
+        linux.prctl(linux.PR_SET_DUMPABLE, 0, "prctl(PR_SET_DUMPABLE)")
+        code = None if config.get("filter") is None else bytes.fromhex(config["filter"])
     except Exception as error:
-        with contextlib.suppress(OSError):
-            channel.send(json.dumps({"error": f"cannot set up the sandbox: {error}"}).encode())
-        os._exit(1)
-    sandbox_server.serve_command(channel, _end_children)
+        _said_error(link, error)
+    while True:
+        outcome: list[bool] = []
+        thread = threading.Thread(
+            target=_serve_one, args=(config, ruleset, code, link, outcome), name="executor-command"
+        )
+        thread.start()
+        thread.join()
+        if outcome != [True]:
+            os._exit(0)
 
 
-class _Warm:
-    """An init forked ahead of its command, and the channel to it."""
+def _said_error(link: socket.socket, error: BaseException) -> NoReturn:
+    """Tell the launcher init could not be set up, and end."""
+    with contextlib.suppress(OSError):
+        link.send(json.dumps({"error": f"cannot set up the sandbox: {error}"}).encode())
+    os._exit(1)
+
+
+def _serve_one(
+    config: dict[str, Any],
+    ruleset: int,
+    code: bytes | None,
+    link: socket.socket,
+    outcome: list[bool],
+) -> None:
+    """A command's thread: confine itself, offer a channel, run the command.
+
+    Whether init may run another is put in `outcome`.
+
+    A sandbox that cannot be made fails here before any command (an init's
+    first thread is its trial), not at the command's start.
+    """
+    try:
+        _confine(config, ruleset, code)
+    except OSError as error:
+        _said_error(link, error)
+    while True:
+        # The executor's end of the channel for the command, through the launcher.
+        channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        link.sendmsg(
+            [b"ready"],
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [theirs.fileno()]))],
+        )
+        theirs.close()
+        _wait_for(link, channel.fileno(), select.POLLIN)
+        data, fds = sandbox_server.receive(channel)
+        channel.close()
+        taken = sandbox_server.read_request(data, fds)
+        if taken is not None:
+            outcome.append(_run(link, *taken))
+            return
+        # The channel was dropped unused (its executor closed): offer a new one.
+
+
+def _wait_for(link: socket.socket, fd: int, events: int) -> None:
+    """Wait until `fd` has `events` (or an error, or its end); end init if the launcher says so.
+
+    The launcher closes its link to an init it needs no more (retired, or
+    one idle too many), and sends nothing else on it.
+    """
+    poller = select.poll()
+    poller.register(link, select.POLLIN)
+    poller.register(fd, events)
+    while True:
+        for ready, _ in poller.poll():
+            if ready == link.fileno():
+                os._exit(0)
+            return
+
+
+def _run(link: socket.socket, request: dict[str, Any], fds: tuple[int, ...]) -> bool:
+    """Run one command and report its end; whether init may run another.
+
+    Once the executor has taken the report (it closed its end of the status
+    pipe, so it holds nothing that could still kill this init for that
+    command), init is ready for the next.
+    """
+    stdin, stdout, stderr, status = fds
+    reusable = True
+    for number, value, name in request["rlimits"]:
+        # Limits are init's own, for the rest of its life: it runs no other command.
+        reusable = False
+        try:
+            resource.setrlimit(number, (value, value))
+        except (OSError, ValueError) as error:
+            _fail(status, f"cannot set the sandbox's {name}={value}: {error}")
+    wait_status = sandbox_server.enter(request, stderr)
+    if wait_status is None:
+        try:
+            command = sandbox_server.spawn(request, stdin, stdout, stderr)
+        except OSError as error:
+            wait_status = sandbox_server.spawn_failed(request, error, stderr)
+    for fd in (stdin, stdout, stderr):
+        os.close(fd)
+    if wait_status is None:
+        # What the command left running (below it, or orphaned to init) is
+        # killed and reaped before the status goes out: nothing of the
+        # command outlives its report.
+        wait_status = sandbox_server.await_command(command)
+        if wait_status is None:
+            _fail(status, "the command vanished")
+        _end_children()
+    os.write(status, b"S" + struct.pack("i", wait_status))
+    # A pipe's write end has an error once no reader is left.
+    _wait_for(link, status, 0)
+    os.close(status)
+    return reusable
+
+
+def _confine(config: dict[str, Any], ruleset: int, code: bytes | None) -> None:
+    """Confine the calling thread as a command must be, for good; what it starts inherits it all.
+
+    Each of these is the thread's own, not the process's: a session keyring
+    of its own, (run by root) an IPC namespace of its own and no capability
+    left, a new Landlock domain of `ruleset`, and the system call filter.
+
+    Raises:
+        OSError: A step failed.
+
+    """
+    if config["root"]:
+        # SysV IPC of the command's own: the host's segments are not there.
+        linux.unshare(linux.CLONE_NEWIPC)
+    seccomp.fresh_session_keyring()
+    if config["root"]:
+        linux.set_capabilities(())
+    restrict_self(ruleset)
+    if code is not None:
+        seccomp.install(code)
+
+
+def _fail(status: int, message: str) -> NoReturn:
+    """Report a failure to set the command up on its status pipe; this init ends."""
+    with contextlib.suppress(OSError):
+        os.write(status, b"E" + message.encode(errors="replace"))
+    os._exit(1)
+
+
+class _Init:
+    """An init of the launcher's, and the link to it; while idle, the channel it offers."""
 
     def __init__(self, config: dict[str, Any], ruleset: int) -> None:
-        self.channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.link, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         launcher = os.getpid()
         self.pid = os.fork()
         if self.pid == 0:
             try:
-                self.channel.close()
+                self.link.close()
                 _init(config, theirs, ruleset, launcher)
             finally:
                 os._exit(1)  # a child never runs on into the launcher's code
         theirs.close()
-        self.pidfd: int | None = os.pidfd_open(self.pid)
-        self.set_up = False
+        self.pidfd = os.pidfd_open(self.pid)
+        # The executor's end of the channel to init, while init is idle.
+        self.offer: int | None = None
+        self.ever_ready = False
+        self.dropped = False
 
-    def ready(self) -> tuple[int, int]:
-        """Init's pid and a pidfd of it, once init is set up.
+    def heard(self) -> str | None:
+        """Read what init said: None when it is ready (`offer` set), else why it is not.
 
         Raises:
-            OSError: Init failed; its reason, when it gave one.
+            OSError: The link failed.
 
         """
-        while not self.set_up:
-            data, fds = sandbox_server.receive(self.channel)
-            for fd in fds:
-                os.close(fd)
-            if data == b"ready":
-                self.set_up = True
-            else:
-                reason = json.loads(data).get("error") if data.startswith(b"{") else None
-                raise OSError(errno.EIO, reason or "the sandbox could not be set up")
-        assert self.pidfd is not None
-        return self.pid, self.pidfd
+        data, fds = sandbox_server.receive(self.link)
+        if data == b"ready" and len(fds) == 1:
+            self.offer = fds[0]
+            self.ever_ready = True
+            return None
+        for fd in fds:
+            os.close(fd)
+        reason = json.loads(data).get("error") if data.startswith(b"{") else None
+        return reason or "the sandbox could not be set up"
 
+    def drop(self) -> None:
+        """Close the link (init ends when it is idle, or its command is), and the offer."""
+        self.dropped = True
+        self.link.close()
+        self.close_offer()
 
-def _reap(wake: int, inits: set[int]) -> None:
-    """Reap what ended; kill at once any child that is no init of ours (an orphan)."""
-    while True:
+    def close_offer(self) -> None:
+        """Close the launcher's copy of the offered channel (handed over, or not wanted)."""
+        offer, self.offer = self.offer, None
+        if offer is not None:
+            os.close(offer)
+
+    def hand_over(self, reply_fd: int) -> None:
+        """Send init's pid, a pidfd of it and the offered channel to the executor on `reply_fd`."""
+        reply = socket.socket(fileno=reply_fd)
         try:
-            if not os.read(wake, 512):
-                break
-        except BlockingIOError:
-            break
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            break
-        inits.discard(pid)
-    for pid in _children():
-        if pid not in inits:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            assert self.offer is not None
+            fds = array.array("i", [self.pidfd, self.offer])
+            # If the executor is gone, the channel ends here: init offers another.
+            with contextlib.suppress(OSError):
+                reply.sendmsg(
+                    [struct.pack("i", self.pid)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
+                )
+        finally:
+            reply.close()
+            self.close_offer()
 
 
 def launch(control_fd: int) -> None:
@@ -458,69 +630,174 @@ def launch(control_fd: int) -> None:
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    inits: set[int] = set()
-    warm: list[_Warm] = []
+    pool = _Pool(config)
     try:
         try:
             linux.prctl(_PR_SET_CHILD_SUBREAPER, 1, "prctl(PR_SET_CHILD_SUBREAPER)")
             linux.prctl(linux.PR_SET_DUMPABLE, 0, "prctl(PR_SET_DUMPABLE)")
             rules = config["rules"]
             isolate(rules)
-            ruleset = build_ruleset(rules, int(config["abi"]))
-            count = int(config.get("warm", 1))
-            warm = [_Warm(config, ruleset) for _ in range(count)]
-            inits.update(made.pid for made in warm)
-            warm[0].ready()  # a sandbox that cannot be made fails here, not at the first command
+            pool.ruleset = build_ruleset(rules, int(config["abi"]))
+            first = pool.start(int(config.get("warm", 1)))
+            # A sandbox that cannot be made fails here, not at the first command.
+            reason = first.heard()
+            if reason is not None:
+                raise OSError(errno.EIO, reason)
+            pool.idle.append(first)
             ptmx = os.open("/dev/ptmx", os.O_PATH | os.O_CLOEXEC)
         except OSError as error:
             control.sendall(json.dumps({"error": str(error)}).encode())
             return
         control.sendmsg([b"{}"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [ptmx]))])
         os.close(ptmx)
-        _serve(control, config, ruleset, wake_r, inits, warm)
+        # Commands one after another keep one init running, one held by the
+        # executor and `warm` idle: made now, none of them is forked while
+        # the first commands run.
+        pool.start(2)
+        # What the interpreter holds now stays put: the garbage collector
+        # does not touch it again, in the launcher or in an init forked later.
+        gc.freeze()
+        pool.serve(control, wake_r)
     finally:
-        for made in warm:
-            made.channel.close()
+        for init in pool.inits.values():
+            init.drop()
         _end_children()
 
 
-def _serve(
-    control: socket.socket,
-    config: dict[str, Any],
-    ruleset: int,
-    wake: int,
-    inits: set[int],
-    warm: list[_Warm],
-) -> None:
-    count = int(config.get("warm", 1))
-    retiring = False
-    while True:
-        ready, _, _ = select.select([control.fileno(), wake], [], [])
-        if wake in ready:
-            _reap(wake, inits)
-        if control.fileno() in ready:
-            data, fds = sandbox_server.receive(control)
-            if not data:
-                return
-            if data == b"retire":
-                # No more commands: the inits made ahead end (each sees its
-                # channel end), and the launcher once those running have.
-                retiring = True
-                for made in warm:
-                    made.channel.close()
-                warm.clear()
-            elif data != b"spare" or len(fds) != 1 or retiring:
-                for fd in fds:
-                    os.close(fd)
-            else:
-                made = warm.pop(0) if warm else _Warm(config, ruleset)
-                inits.add(made.pid)
-                sandbox_server.hand_over(made, fds[0])
-                while len(warm) < count:
-                    warm.append(_Warm(config, ruleset))
-                    inits.add(warm[-1].pid)
-        if retiring and not inits:
+class _Pool:
+    """The launcher's inits: those idle (each offering a channel), and requests waiting for one.
+
+    `warm` inits are kept idle for the executor's next requests, forked
+    ahead; an init whose command has ended comes back idle, and one idle
+    beyond `warm + 2` is let go. Starting an init is a fork; a command is a
+    thread of an init, a spawn, and the messages around it.
+    """
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.warm = int(config.get("warm", 1))
+        self.ruleset = -1
+        self.inits: dict[int, _Init] = {}  # by pid
+        self.idle: list[_Init] = []
+        self.waiting: list[int] = []  # reply sockets of requests no init was idle for
+        self.retiring = False
+        self.failing = False
+        self.poller = select.poll()
+        self.links: dict[int, _Init] = {}  # by the link's descriptor
+
+    @property
+    def starting(self) -> int:
+        """How many inits are forked and have not said yet whether they are ready."""
+        return sum(1 for init in self.inits.values() if not init.ever_ready and not init.dropped)
+
+    def start(self, count: int) -> _Init:
+        """Fork `count` inits; the first."""
+        made = []
+        for _ in range(count):
+            init = _Init(self.config, self.ruleset)
+            self.inits[init.pid] = init
+            self.links[init.link.fileno()] = init
+            self.poller.register(init.link, select.POLLIN)
+            made.append(init)
+        return made[0]
+
+    def forget(self, init: _Init) -> None:
+        """Stop hearing from `init` (it ends, or has ended)."""
+        if init.link.fileno() >= 0:
+            self.poller.unregister(init.link)
+            del self.links[init.link.fileno()]
+        if init in self.idle:
+            self.idle.remove(init)
+        init.drop()
+
+    def serve(self, control: socket.socket, wake: int) -> None:
+        self.poller.register(control, select.POLLIN)
+        self.poller.register(wake, select.POLLIN)
+        while True:
+            for fd, _ in self.poller.poll():
+                if fd == wake:
+                    self.reap(wake)
+                elif fd == control.fileno():
+                    if not self.request(control):
+                        return
+                elif fd in self.links:
+                    self.heard(self.links[fd])
+            while self.waiting and self.idle:
+                self.idle.pop(0).hand_over(self.waiting.pop(0))
+            if self.retiring:
+                if not self.inits:
+                    return
+                continue
+            wanted = self.warm + len(self.waiting) - len(self.idle) - self.starting
+            if self.failing:
+                # Inits failed to set up: one more only for a request, one at a time.
+                wanted = 1 if self.waiting and not self.starting else 0
+            if wanted > 0:
+                self.start(wanted)
+
+    def request(self, control: socket.socket) -> bool:
+        """Take one request from the executor; False once the control socket has ended."""
+        data, fds = sandbox_server.receive(control)
+        if not data:
+            return False
+        if data == b"retire":
+            # No more commands: the idle inits end (each sees its link end),
+            # and the launcher once the commands running have.
+            self.retiring = True
+            for init in list(self.idle):
+                self.forget(init)
+            _close(self.waiting)
+        elif data != b"spare" or len(fds) != 1 or self.retiring:
+            _close(fds)
+        else:
+            self.waiting.append(fds[0])
+        return True
+
+    def heard(self, init: _Init) -> None:
+        """An init spoke: ready (again), or failed, or its link ended."""
+        try:
+            reason = init.heard()
+        except OSError as error:
+            reason = str(error)
+        if reason is None and not self.retiring and len(self.idle) < self.warm + 2:
+            self.failing = False
+            self.idle.append(init)
             return
+        self.forget(init)
+        if reason is not None and not init.ever_ready:
+            self.failing = True
+            # A request waiting for an init hears why none could be made.
+            if self.waiting:
+                reply = socket.socket(fileno=self.waiting.pop(0))
+                with contextlib.suppress(OSError):
+                    reply.sendall(json.dumps({"error": reason}).encode())
+                reply.close()
+
+    def reap(self, wake: int) -> None:
+        """Reap what ended; kill at once any child that is no init of ours (an orphan)."""
+        with contextlib.suppress(BlockingIOError):
+            while os.read(wake, 512):
+                pass
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            init = self.inits.pop(pid, None)
+            if init is not None:
+                self.forget(init)
+                os.close(init.pidfd)
+        for pid in _children():
+            if pid not in self.inits:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _close(fds: list[int]) -> None:
+    while fds:
+        os.close(fds.pop())
 
 
 def zygote(requests_fd: int) -> None:

@@ -11,16 +11,19 @@ import array
 import ctypes
 import os
 import socket
+from collections.abc import Iterable
 from typing import Final
 
 __all__ = [
     "check",
     "drop_capabilities",
+    "empty_bounding_set",
     "libc",
     "mount",
     "prctl",
     "read_text",
     "receive",
+    "set_capabilities",
     "setns",
     "unshare",
 ]
@@ -51,6 +54,8 @@ PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
 # capability by exec, and the setting cannot be undone.
 SECUREBITS_LOCKED_ROOT: Final = 0b111111
 _CAPABILITY_VERSION_3: Final = 0x20080522
+# What a Landlock init keeps, run by root: each command's IPC namespace needs it.
+CAP_SYS_ADMIN: Final = 21
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -136,13 +141,14 @@ class _CapData(ctypes.Structure):
     )
 
 
-def drop_capabilities(*, lock_root: bool = False) -> None:
-    """Leave the calling thread (and what it starts) without any capability.
+def drop_capabilities(*, lock_root: bool = False, keep: Iterable[int] = ()) -> None:
+    """Leave the calling thread (and what it starts) without any capability but `keep`.
 
     The bounding set is emptied too, so no exec gives one back. With
     `lock_root`, the securebits are set and locked first, so that uid 0
     gains none by exec either (for a thread that stays uid 0 in the host's
-    user namespace).
+    user namespace). What `keep` names (capability numbers) stays effective
+    and permitted, for the thread's own use: `set_capabilities` drops it later.
 
     Raises:
         OSError: A step failed.
@@ -150,12 +156,57 @@ def drop_capabilities(*, lock_root: bool = False) -> None:
     """
     if lock_root:
         prctl(PR_SET_SECUREBITS, SECUREBITS_LOCKED_ROOT, "prctl(PR_SET_SECUREBITS)")
+    if _bounding_set() != 0:
+        # One call per capability; a thread whose bounding set its parent
+        # emptied already (`empty_bounding_set`) is spared them.
+        last = int(read_text("/proc/sys/kernel/cap_last_cap") or "40")
+        for capability in range(last + 1):
+            prctl(PR_CAPBSET_DROP, capability, "prctl(PR_CAPBSET_DROP)")
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, "prctl(PR_CAP_AMBIENT)")
+    set_capabilities(keep)
+
+
+def empty_bounding_set() -> None:
+    """Empty the calling thread's capability bounding set, keeping what it holds now.
+
+    For a process that will exec nothing itself but forks threads or
+    processes that drop everything (`drop_capabilities`) later: they inherit
+    the empty set, which spares each of them a call per capability.
+
+    Raises:
+        OSError: A step failed (the thread lacks `CAP_SETPCAP`).
+
+    """
     last = int(read_text("/proc/sys/kernel/cap_last_cap") or "40")
     for capability in range(last + 1):
         prctl(PR_CAPBSET_DROP, capability, "prctl(PR_CAPBSET_DROP)")
-    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, "prctl(PR_CAP_AMBIENT)")
+
+
+def _bounding_set() -> int | None:
+    """The calling thread's bounding set, as the kernel's bit mask; None if unreadable."""
+    for line in (read_text("/proc/thread-self/status") or "").splitlines():
+        if line.startswith("CapBnd:"):
+            return int(line.split()[1], 16)
+    return None
+
+
+def set_capabilities(keep: Iterable[int] = ()) -> None:
+    """Make `keep` the calling thread's effective and permitted capabilities; none inheritable.
+
+    Only ever a subset of what the thread holds: a capability dropped is
+    gone for good (one capset(2) call).
+
+    Raises:
+        OSError: The kernel refused.
+
+    """
     header = _CapHeader(version=_CAPABILITY_VERSION_3, pid=0)
     data = (_CapData * 2)()
+    for capability in keep:
+        word = data[capability // 32]
+        bit = 1 << (capability % 32)
+        word.effective |= bit
+        word.permitted |= bit
     check(libc.capset(ctypes.byref(header), data), "capset")
 
 

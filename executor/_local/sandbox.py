@@ -25,12 +25,14 @@ starts (`exec_cmd`, streaming, sessions and PTYs, which share one spawn path):
   network namespace of its own as well); with ABI 6 no signal to a process
   outside the command's domain. Commands start from a `LandlockLauncher`, a
   process of its own per rule set (see `executor._local.landlock_launcher`),
-  whose init for each command joins a fresh session keyring, makes (run by
-  root) an IPC namespace, restricts itself in a Landlock domain of its own,
-  installs the filter, starts the command, and kills what it left when it
-  ends (a child subreaper): nothing of the executor's process is within a
-  command's reach. It has no private `/tmp` (set `writable` to give one),
-  and, run by a user, its network rule covers TCP only.
+  whose inits run its commands one at a time (a child subreaper each,
+  not dumpable): each command starts from a thread of its init's that has
+  joined a fresh session keyring, made (run by root) an IPC namespace,
+  dropped every capability, restricted itself in a Landlock domain of its
+  own and installed the filter, and init kills what the command left when
+  it ends: nothing of the executor's process is within a command's reach.
+  It has no private `/tmp` (set `writable` to give one), and, run by a
+  user, its network rule covers TCP only.
 
 Both backends install the system call filter of `executor._local.seccomp`
 on every command (`Sandbox(syscall_filter=False)` leaves it out).
@@ -67,6 +69,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Iterable
+from stat import S_ISDIR
 from typing import Any, Literal
 
 import anyio
@@ -734,7 +737,9 @@ class SandboxServer:
         """Start a command with `fds` (stdin, stdout, stderr, status); its init's pid and pidfd.
 
         The command goes straight to a sandbox the server made ahead (asked
-        for by an earlier command), and the next command's is asked for now.
+        for by an earlier command), and the next command's is asked for once
+        it has gone: the server, woken by that, then takes no core from the
+        command's start.
 
         Raises:
             ExecutorError: The sandbox could not be built, or is closed.
@@ -749,8 +754,6 @@ class SandboxServer:
                 # The server died after making this sandbox, which dies with it.
                 self._lost(generation)
                 raise ExecutorError("cannot start the command in the sandbox: its server ended")
-            if len(self._spares) + self._asking < 1:
-                self._spares.append(await self._ask(control))
         except BaseException:
             os.close(pidfd)
             channel.close()
@@ -776,6 +779,12 @@ class SandboxServer:
             channel.close()
             for fd in extra:
                 os.close(fd)
+        ready = self._state == "ready" and generation == self._generation
+        if ready and len(self._spares) + self._asking < 1:
+            # The command runs: nothing may stop its start from being told
+            # now. A server that has ended is noticed by the next command.
+            with anyio.CancelScope(shield=True), contextlib.suppress(ExecutorError):
+                self._spares.append(await self._ask(control))
         return init, pidfd
 
     async def _ask(self, control: socket.socket) -> socket.socket:
@@ -1026,11 +1035,12 @@ class LandlockLauncher(SandboxServer):
     """The process that starts the commands of one Landlock rule set, outside this one.
 
     `executor._local.landlock_launcher` in a bare interpreter with an empty
-    environment: it builds the rule set once and forks, ahead of each
-    command, an init that restricts itself with it (a Landlock domain of its
-    own), installs the system call filter and starts the command (see that
-    module). It speaks the bubblewrap server's protocol, so commands start
-    as they do under bubblewrap (`spawn_served`), and it ends the same ways.
+    environment: it builds the rule set once and keeps a few inits, which
+    run its commands one at a time, each from a thread that restricts
+    itself with the rule set (a Landlock domain of its own), installs the
+    system call filter and spawns the command (see that module). It speaks
+    the bubblewrap server's protocol, so commands start as they do under
+    bubblewrap (`spawn_served`), and it ends the same ways.
     Nothing of this process is in any Landlock domain: a command can neither
     trace it nor read its memory, environment or `/proc` files.
     """
@@ -1243,10 +1253,24 @@ def _signal_group_below(init: int, signal: int) -> bool:
 
 
 def _children(pid: int) -> list[int]:
-    """`pid`'s children, oldest first."""
+    """`pid`'s children, oldest first; those of its other threads before its main thread's.
+
+    A Landlock init starts its command from a thread of its own (the
+    command is that thread's child while it runs), and what the command
+    orphans comes to init's main thread.
+    """
     try:
-        with open(f"/proc/{pid}/task/{pid}/children") as file:
-            return [int(child) for child in file.read().split()]
+        tasks = sorted(os.listdir(f"/proc/{pid}/task"), key=lambda task: task == str(pid))
+        found = []
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children") as file:
+                    found += [int(child) for child in file.read().split()]
+            except FileNotFoundError:
+                if task == str(pid):
+                    raise
+                # That thread ended meanwhile: its children are the main thread's now.
+        return found
     except FileNotFoundError:
         pass  # a kernel without CONFIG_PROC_CHILDREN, or `pid` is gone
     except OSError:
@@ -1280,20 +1304,43 @@ def _spellings(paths: Iterable[str]) -> list[str]:
 
 def _homes() -> tuple[str, ...]:
     found = []
+    named = []
     for home in (os.environ.get("HOME"), _passwd_home()):
-        if not home:
+        if not home or home in named:
             continue
+        named.append(home)
         home = os.path.realpath(home)
         if home != "/" and os.path.isdir(home) and home not in found:
             found.append(home)
     return tuple(found)
 
 
+# The passwd entry's home, by uid, with the /etc/passwd it was read from.
+_passwd_homes: dict[int, tuple[tuple[int, int, int], str | None]] = {}
+
+
 def _passwd_home() -> str | None:
+    """This user's home in the passwd database; looked up again whenever /etc/passwd changes.
+
+    Asked at every sandboxed command (it is hidden from them): a lookup
+    costs more than the stat that tells the file is the one read before.
+    """
+    uid = os.getuid()
     try:
-        return pwd.getpwuid(os.getuid()).pw_dir
+        passwd = os.stat("/etc/passwd")
+        key: tuple[int, int, int] | None = (passwd.st_ino, passwd.st_mtime_ns, passwd.st_size)
+    except OSError:
+        key = None
+    cached = _passwd_homes.get(uid)
+    if key is not None and cached is not None and cached[0] == key:
+        return cached[1]
+    try:
+        home: str | None = pwd.getpwuid(uid).pw_dir
     except KeyError:
-        return None
+        home = None
+    if key is not None:
+        _passwd_homes[uid] = (key, home)
+    return home
 
 
 def find_program(program: str, env: dict[str, str], cwd: str) -> str:
@@ -1316,10 +1363,18 @@ def find_program(program: str, env: dict[str, str], cwd: str) -> str:
         if os.path.isdir(path) or not os.access(path, os.X_OK):
             raise PermissionError(13, os.strerror(13), program)
         return path
-    found = shutil.which(program, path=env.get("PATH", os.defpath))
-    if found is None:
-        raise FileNotFoundError(2, os.strerror(2), program)
-    return found
+    # What shutil.which finds (the first executable file in PATH order),
+    # with one stat for each folder that lacks it: this runs at every command.
+    search = env.get("PATH", os.defpath)
+    for folder in search.split(os.pathsep) if search else ():
+        path = os.path.join(folder, program)
+        try:
+            mode = os.stat(path).st_mode
+        except (OSError, ValueError):
+            continue
+        if not S_ISDIR(mode) and os.access(path, os.X_OK):
+            return path
+    raise FileNotFoundError(2, os.strerror(2), program)
 
 
 @functools.cache

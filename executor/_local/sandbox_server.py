@@ -36,6 +36,7 @@ import array
 import contextlib
 import errno
 import fcntl
+import gc
 import json
 import os
 import resource
@@ -113,7 +114,7 @@ def _drop_capabilities() -> None:
     linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
-def _fail(status: int, message: str) -> None:
+def _fail(status: int, message: str) -> NoReturn:
     """Report a setup failure on the status pipe (init's side) and end."""
     try:
         os.write(status, b"E" + message.encode(errors="replace"))
@@ -255,8 +256,7 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
 def serve_command(channel: socket.socket, end: Callable[[], None]) -> NoReturn:
     """Init's second half: say it is ready, await the command on `channel`, run it, report its end.
 
-    `end` kills and reaps whatever the command left once it has exited
-    (the Landlock launcher's init, with no PID namespace, has its own).
+    `end` kills and reaps whatever the command left once it has exited.
     """
     channel.send(b"ready")
     try:
@@ -264,70 +264,112 @@ def serve_command(channel: socket.socket, end: Callable[[], None]) -> NoReturn:
     except OSError:
         os._exit(0)  # the server ended
     channel.close()
-    if len(fds) not in (4, 5) or not data:
+    taken = read_request(data, fds)
+    if taken is None:
         os._exit(0)  # the server ended, or sent nothing to run
-    stdin, stdout, stderr, status = fds[:4]
-    if len(fds) == 5:
-        # A large request came in a memfd.
-        data = _read_all(fds[4])
-        os.close(fds[4])
-    request = json.loads(data)
+    request, (stdin, stdout, stderr, status) = taken
     for number, value, name in request["rlimits"]:
         try:
             resource.setrlimit(number, (value, value))
         except (OSError, ValueError) as error:
             _fail(status, f"cannot set the sandbox's {name}={value}: {error}")
-    cwd = str(request["cwd"])
+    failed = enter(request, stderr)
+    if failed is not None:
+        _report(status, failed)
     try:
-        os.chdir(cwd)
+        command = spawn(request, stdin, stdout, stderr)
     except OSError as error:
-        os.write(stderr, f"executor: cannot enter {cwd}: {error.strerror}\n".encode())
-        _report(status, 1 << 8)
-    argv = [str(arg) for arg in request["argv"]]
-    env: dict[str, str] = request["env"]
-    # Where the executor found the program, sparing the PATH search.
-    program = request.get("program") or argv[0]
-    try:
-        if request["pty"]:
-            command = _fork_on_terminal(program, argv, env, stdin)
-        else:
-            if "/" not in program:
-                _search_path(env)
-            actions = [
-                (os.POSIX_SPAWN_DUP2, stdin, 0),
-                (os.POSIX_SPAWN_DUP2, stdout, 1),
-                (os.POSIX_SPAWN_DUP2, stderr, 2),
-            ]
-            options: dict[str, Any] = {"setsid": True, "setsigdef": _SIGNALS, "setsigmask": ()}
-            spawn = os.posix_spawn if "/" in program else os.posix_spawnp
-            try:
-                command = spawn(program, argv, env, file_actions=actions, **options)
-            except (FileNotFoundError, PermissionError):
-                if program == argv[0]:
-                    raise
-                # The host's find is a hint: what the sandbox hides, or a
-                # relative PATH entry, makes the search inside the one to trust.
-                _search_path(env)
-                command = os.posix_spawnp(argv[0], argv, env, file_actions=actions, **options)
-    except OSError as error:
-        os.write(stderr, f"executor: {argv[0]}: {error.strerror}\n".encode())
-        _report(status, (127 if error.errno == errno.ENOENT else 126) << 8)
+        _report(status, spawn_failed(request, error, stderr))
     for fd in (stdin, stdout, stderr):
         os.close(fd)
     # Init reaps whatever ends below it (in its PID namespace, or, as a
     # child subreaper, what is orphaned below it). The command's end is the
     # sandbox's: what it left running is killed, and reaped, before the
     # status goes out, so nothing of the command outlives its report.
+    wait_status = await_command(command)
+    if wait_status is None:
+        _fail(status, "the command vanished")
+    end()
+    _report(status, wait_status)
+
+
+def read_request(data: bytes, fds: list[int]) -> tuple[dict[str, Any], tuple[int, ...]] | None:
+    """A command's request, and its stdin, stdout, stderr and status pipe; None if there is none.
+
+    The descriptors of a message that holds no request are closed.
+    """
+    if len(fds) not in (4, 5) or not data:
+        for fd in fds:
+            os.close(fd)
+        return None
+    if len(fds) == 5:
+        # A large request came in a memfd.
+        data = _read_all(fds[4])
+        os.close(fds[4])
+    return json.loads(data), tuple(fds[:4])
+
+
+def enter(request: dict[str, Any], stderr: int) -> int | None:
+    """Enter the command's folder; on failure say why on its stderr, and give its wait status."""
+    cwd = str(request["cwd"])
+    try:
+        os.chdir(cwd)
+    except OSError as error:
+        os.write(stderr, f"executor: cannot enter {cwd}: {error.strerror}\n".encode())
+        return 1 << 8
+    return None
+
+
+def spawn(request: dict[str, Any], stdin: int, stdout: int, stderr: int) -> int:
+    """Start the command of `request` in a session of its own; its pid.
+
+    Raises:
+        OSError: It could not be started (see `spawn_failed`).
+
+    """
+    argv = [str(arg) for arg in request["argv"]]
+    env: dict[str, str] = request["env"]
+    # Where the executor found the program, sparing the PATH search.
+    program = request.get("program") or argv[0]
+    if request["pty"]:
+        return _fork_on_terminal(program, argv, env, stdin)
+    if "/" not in program:
+        _search_path(env)
+    actions = [
+        (os.POSIX_SPAWN_DUP2, stdin, 0),
+        (os.POSIX_SPAWN_DUP2, stdout, 1),
+        (os.POSIX_SPAWN_DUP2, stderr, 2),
+    ]
+    options: dict[str, Any] = {"setsid": True, "setsigdef": _SIGNALS, "setsigmask": ()}
+    start = os.posix_spawn if "/" in program else os.posix_spawnp
+    try:
+        return start(program, argv, env, file_actions=actions, **options)
+    except (FileNotFoundError, PermissionError):
+        if program == argv[0]:
+            raise
+        # The host's find is a hint: what the sandbox hides, or a
+        # relative PATH entry, makes the search inside the one to trust.
+        _search_path(env)
+        return os.posix_spawnp(argv[0], argv, env, file_actions=actions, **options)
+
+
+def spawn_failed(request: dict[str, Any], error: OSError, stderr: int) -> int:
+    """Say on the command's stderr why it did not start; the wait status the shell would give."""
+    os.write(stderr, f"executor: {request['argv'][0]}: {error.strerror}\n".encode())
+    return (127 if error.errno == errno.ENOENT else 126) << 8
+
+
+def await_command(command: int) -> int | None:
+    """Reap children until `command` ends; its wait status (None: it was never ours)."""
     while True:
         try:
             pid, wait_status = os.wait()
         except InterruptedError:
             continue
         except ChildProcessError:
-            _fail(status, "the command vanished")
+            return None
         if pid == command:
-            end()
-            _report(status, wait_status)
+            return wait_status
 
 
 def _own_ids(config: dict[str, Any]) -> None:
@@ -390,7 +432,7 @@ def _end_namespace() -> None:
             return
 
 
-def _report(status: int, wait_status: int) -> None:
+def _report(status: int, wait_status: int) -> NoReturn:
     os.write(status, b"S" + struct.pack("i", wait_status))
     os._exit(0)
 
@@ -564,6 +606,13 @@ def main() -> None:
     try:
         holder, init = _start_holder(config)
         _join(init)
+        # The server execs nothing from here on: each init it forks starts
+        # with an empty bounding set (its capabilities in the sandbox's user
+        # namespace stay, for the namespaces and mounts it makes).
+        linux.empty_bounding_set()
+        # What the interpreter holds now stays put: the garbage collector
+        # does not touch it again, in the server or in a fork of it.
+        gc.freeze()
         warm = [_Warm(config) for _ in range(int(config.get("warm", 1)))]
         children.update(sandbox.pid for sandbox in warm)
         warm[0].ready()  # a sandbox that cannot be made fails here, not at the first command

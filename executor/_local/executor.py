@@ -282,10 +282,13 @@ class LocalExecutor(CommandRunner):
             display = ""
         wanted = normalise_extensions(extensions)
         if not self.confine:
-            async for loaded in stream_text_files(
+            # Closed at once when the caller stops early, so its threads end then.
+            unconfined = stream_text_files(
                 os.path.join(self.workdir, display or "."), display, extensions=wanted
-            ):
-                yield loaded
+            )
+            async with contextlib.aclosing(unconfined) as files:
+                async for loaded in files:
+                    yield loaded
             return
         relative = self._beneath(raw, raw)
         root = self._root_fd()
@@ -314,8 +317,11 @@ class LocalExecutor(CommandRunner):
             # The ignore files of the workdir, above it, and between it and
             # the folder count too, read beneath the workdir's descriptor.
             base = (root, self.workdir) if isinstance(walked, int) else None
-            async for loaded in stream_text_files(walked, display, extensions=wanted, base=base):
-                yield loaded
+            # Closed before the descriptors it walks, even when the caller stops early.
+            confined = stream_text_files(walked, display, extensions=wanted, base=base)
+            async with contextlib.aclosing(confined) as files:
+                async for loaded in files:
+                    yield loaded
         finally:
             os.close(target)
             os.close(root)

@@ -1087,13 +1087,19 @@ class DockerExecutor(CommandRunner):
             if not mode & _MODE_DIR:
                 if mode & _MODE_TYPE or not os.path.isfile(unpacked):  # noqa: ASYNC240 (scratch)
                     return
-                async for loaded in stream_text_files(unpacked, display, extensions=wanted):
-                    yield loaded
+                # Closed at once when the caller stops early, not when collected.
+                single = stream_text_files(unpacked, display, extensions=wanted)
+                async with contextlib.aclosing(single) as files:
+                    async for loaded in files:
+                        yield loaded
                 return
             fd = os.open(unpacked, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
-                async for loaded in stream_text_files(fd, display, extensions=wanted):
-                    yield loaded
+                # Closed before the descriptor it walks, even when the caller stops early.
+                walked = stream_text_files(fd, display, extensions=wanted)
+                async with contextlib.aclosing(walked) as files:
+                    async for loaded in files:
+                        yield loaded
             finally:
                 os.close(fd)
 

@@ -40,7 +40,7 @@ import errno
 import operator
 import os
 import stat
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterator
 from typing import Any, TypeVar
 
 import anyio.to_thread
@@ -150,7 +150,7 @@ async def stream_text_files(
     *,
     extensions: frozenset[str] | None,
     base: tuple[int, str] | None = None,
-) -> AsyncIterator[LoadedFile]:
+) -> AsyncGenerator[LoadedFile, None]:
     """Yield the text files below `root` as `LoadedFile`s, read in a worker thread.
 
     The walk (see `iter_text_files`) runs in batches of files in a worker

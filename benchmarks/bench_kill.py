@@ -10,7 +10,8 @@ past the grace; raw asyncio sends SIGKILL to the process group at once
 
 Sides, each in a fresh interpreter:
 - `ours`: the current code: the supervisor's shim ends the tree it knows (its
-  cgroup, or `/proc` below it), and the wait is on the shim's pidfd;
+  cgroup, or the children lists of the tree's tasks), keeping the grace
+  itself, and the wait is on the command's `gone` pipe;
 - `baseline`: the code before the supervisor (`_baseline.BASELINE_COMMIT`),
   which scans all of `/proc` for the tree, signals through psutil and polls
   every 10 ms;

@@ -12,8 +12,9 @@ machine's noise (2 shared cores) falls on every side alike:
   `communicate()`, as a typical user writes it;
 - `anyio.run_process`: on the asyncio backend;
 - `ours`: `LocalExecutor.exec_cmd(Command.shell("true"))`, on asyncio and
-  trio: started by the executor's supervisor (a shim forked ahead takes
-  it), in a cgroup of its own where this process may make one;
+  trio: started by the executor's supervisor (an idle shim, used again
+  from command to command, takes it), in a cgroup of its own where this
+  process may make one;
 - `baseline (asyncio)`: the same with the code before the supervisor
   (`_baseline.BASELINE_COMMIT`, started from this process with `Popen`), in a
   worker interpreter of its own.

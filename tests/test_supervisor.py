@@ -423,3 +423,141 @@ def test_an_executor_never_closed_ends_its_trees_before_the_process_exits(tmp_pa
     finally:
         if alive(daemon) and b"sleep\x0040" in Path(f"/proc/{daemon}/cmdline").read_bytes():
             os.kill(daemon, signal.SIGKILL)
+
+
+def _shims(ex: LocalExecutor) -> list[int]:
+    """The executor's shims: its supervisor's children."""
+    assert ex._supervisor is not None
+    assert ex._supervisor._pid is not None
+    supervisor = ex._supervisor._pid
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            stat = proc_stat(int(name))
+            if stat is not None and stat.ppid == supervisor and stat.state != "Z":
+                found.append(int(name))
+    return found
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_shims_are_used_again_and_idle_ones_retire(tmp_path: Path) -> None:
+    """Back-to-back commands reuse a few shims; after a burst, idle shims beyond four retire."""
+    async with LocalExecutor(tmp_path, kill_grace=0.1) as ex:
+        with anyio.fail_after(60):
+            shims: set[int] = set()
+            for _ in range(30):
+                await ex.exec_cmd(Command.exec(["true"]))
+                shims.update(_shims(ex))
+            # Two kept idle, one busy at a time: no fork per command.
+            assert len(shims) < 10
+            # Twelve at once: the pool grows to serve them (a shim serves one at a time).
+            parents: list[int] = []
+
+            async def one() -> None:
+                output = await ex.exec_cmd(Command.shell("sleep 1; echo $PPID"))
+                parents.append(int(output.stdout))
+
+            async with anyio.create_task_group() as tasks:
+                for _ in range(12):
+                    tasks.start_soon(one)
+            assert len(set(parents)) > 4
+            # Then the supervisor retires idle shims down to at most four (and keeps two).
+            while len(_shims(ex)) > 4:
+                await anyio.sleep(0.05)
+            await anyio.sleep(0.2)
+            assert 2 <= len(_shims(ex)) <= 4
+            output = await ex.exec_cmd(Command.exec(["echo", "still"]))
+        assert output.stdout == b"still\n"
+
+
+async def test_a_used_shim_contains_its_next_command_too(tmp_path: Path) -> None:
+    """A shim that served a command contains the next one: a daemon of each dies."""
+    script = (
+        "echo $PPID; (env -i setsid sh -c 'echo $$ > d{n}.pid; exec sleep 41' >/dev/null 2>&1 &)"
+        "; sleep 30"
+    )
+    async with LocalExecutor(tmp_path, kill_grace=0.05) as ex:
+        shims = []
+        with anyio.fail_after(30):
+            for n in range(6):
+                with pytest.raises(TimedOut) as caught:
+                    await ex.exec_cmd(Command.shell(script.format(n=n)).with_timeout(0.5))
+                shims.append(int(caught.value.output.stdout))
+                assert not alive(int((tmp_path / f"d{n}.pid").read_text()))
+        # The shell's parent is its shim: some shim served more than one.
+        assert len(set(shims)) < len(shims)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_tree_is_found_without_cgroups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where no cgroup can be made, the shim finds the tree from /proc: no escape survives."""
+    from executor._local import cgroup
+
+    none = cgroup.CgroupSupport(v2=None, v2_controllers=frozenset(), v2_kill=False, v1={})
+    monkeypatch.setattr(cgroup, "probe", lambda: none)
+    token = f"esc{uuid.uuid4().hex[:12]}"
+    try:
+        async with LocalExecutor(tmp_path, kill_grace=0.05) as ex:
+            assert ex._supervisor is not None
+            assert ex._supervisor.cgroups is None
+            for how in ("timeout", "cancel", "sink"):
+                with anyio.fail_after(30):
+                    await run_until_ready(ex, escapes(token), how)
+                assert with_token(token) == []
+                (tmp_path / f"{token}-e.pid").unlink(missing_ok=True)
+    finally:
+        for pid in with_token(token):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)  # started by this test's commands
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_burst_larger_than_the_request_queue(tmp_path: Path) -> None:
+    """Forty commands at once, far more than the idle shims: every one runs, the loop runs too."""
+    ticks = 0
+    done = False
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done:
+            ticks += 1
+            await anyio.sleep(0.01)
+
+    async with LocalExecutor(tmp_path, kill_grace=0.1) as ex:
+        outputs: list[bytes] = []
+
+        async def one(n: int) -> None:
+            output = await ex.exec_cmd(Command.shell(f"sleep 0.2; echo {n}"))
+            outputs.append(output.stdout)
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(ticker)
+                async with anyio.create_task_group() as burst:
+                    for n in range(40):
+                        burst.start_soon(one, n)
+                done = True
+    assert sorted(outputs) == sorted(f"{n}\n".encode() for n in range(40))
+    assert ticks > 5
+
+
+async def test_a_killed_supervisor_leaves_no_cgroup_folder(tmp_path: Path) -> None:
+    """The folders of a supervisor killed before it could remove them go with its replacement."""
+    async with LocalExecutor(tmp_path, kill_grace=0.1) as ex:
+        supervisor = ex._supervisor
+        assert supervisor is not None
+        if supervisor.cgroups is None:
+            pytest.skip("no cgroup can be made here")
+        first = supervisor._pid
+        assert first is not None
+        folders = [supervisor.cgroups.get("v2"), *supervisor.cgroups.get("v1", {}).values()]
+        with anyio.fail_after(10):
+            await ex.exec_cmd(Command.exec(["true"]))
+            os.kill(first, signal.SIGKILL)
+            while alive(first):
+                await anyio.sleep(0.01)
+            await ex.exec_cmd(Command.exec(["true"]))
+        assert supervisor._pid != first
+        assert [folder for folder in folders if folder and os.path.exists(folder)] == []

@@ -18,7 +18,8 @@ executor gets a folder of its own and each command a cgroup in it:
   `memory.limit_in_bytes`, `pids.max` and `memory.max_usage_in_bytes`.
 
 Nothing here is needed for the supervisor to contain a tree: without cgroups
-it finds the tree from `/proc`'s parent links below the command's subreaper.
+it finds the tree from the children lists of the tasks below the command's
+subreaper (`/proc/PID/task/TID/children`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ through `ProcessRun`, so the guarantees hold everywhere:
 - an unsandboxed command is started by the executor's `Supervisor`, below a
   child subreaper of its own, so nothing it starts can leave its tree (see
   `executor._local.supervisor`); the kill is the shim's, whose cost follows
-  the tree (its cgroup, where there is one), and is awaited on the shim's pidfd;
+  the tree (its cgroup, where there is one), and is awaited on the command's
+  `gone` pipe, which the shim closes once the tree is gone;
 - each command runs in a session and process group of its own, and every
   process it starts inherits a tag in its environment (`EXECUTOR_PROCESS_TREE`),
   by which sandboxed trees (Landlock's) are found again;
@@ -40,6 +41,7 @@ import subprocess
 import sys
 import termios
 import threading
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final, Protocol
@@ -147,7 +149,8 @@ class Supervised:
     """A command started by an executor's supervisor (see `Supervisor`): not our child.
 
     Its shim (a subreaper of its own, the supervisor's child) holds the whole
-    tree; `Spawned.pidfd` is the shim's, readable once the tree is gone, and
+    tree; `Spawned.pidfd` is then the command's `gone` pipe, readable once the
+    tree is gone (the shim closes its end then, or dies), and
     `Spawned.status` the command's control socket.
     """
 
@@ -203,8 +206,8 @@ class Spawned:
     def close(self, *, keep_tree: bool = False) -> None:
         """Close our ends of the pipes and the pidfd (twice is harmless).
 
-        With `keep_tree`, a supervised command's control socket and its shim's
-        pidfd stay open, so what the command left running can still be ended
+        With `keep_tree`, a supervised command's control socket and its `gone`
+        pipe stay open, so what the command left running can still be ended
         (`end_tree`); a later `close()` closes them.
         """
         kept = keep_tree and isinstance(self.process, Supervised)
@@ -499,6 +502,10 @@ class Supervisor:
         if self._requests is not None and not _readable(self._pidfd):
             return self._requests
         self._forget()
+        # A supervisor that died (killed) left its folders: emptied by its
+        # shims' parent-death signal, removed here rather than left behind.
+        cgroup.remove_cgroups(self._cgroups)
+        self._cgroups = None
         if self._limits or cgroup.probe().available:
             self._cgroups = cgroup.executor_cgroups()
         missing = set(self._limits) - cgroup.limits_enforced(self._cgroups)
@@ -512,8 +519,10 @@ class Supervisor:
         config = {**(self._cgroups or {}), "limits": self._limits}
         requests, their_requests = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         control, their_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # Our end of the request socket, for the supervisor to retire idle shims on.
+        inject = requests.dup()
         try:
-            for theirs in (their_requests, their_control):
+            for theirs in (their_requests, their_control, inject):
                 os.set_inheritable(theirs.fileno(), True)
             argv = [
                 sys.executable,
@@ -522,6 +531,7 @@ class Supervisor:
                 _SUPERVISOR,
                 str(their_requests.fileno()),
                 str(their_control.fileno()),
+                str(inject.fileno()),
                 str(os.getpid()),
                 json.dumps(config),
             ]
@@ -533,7 +543,7 @@ class Supervisor:
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                pass_fds=(their_requests.fileno(), their_control.fileno()),
+                pass_fds=(their_requests.fileno(), their_control.fileno(), inject.fileno()),
                 start_new_session=True,
             )
             pid = popen.pid
@@ -548,10 +558,18 @@ class Supervisor:
         finally:
             their_requests.close()
             their_control.close()
+            inject.close()
         self._pid, self._pidfd = pid, os.pidfd_open(pid)
         self._requests, self._control = requests, control
         self._finalizer = weakref.finalize(
-            self, _drop_supervisor, requests, control, pid, self._pidfd, os.getpid()
+            self,
+            _drop_supervisor,
+            requests,
+            control,
+            pid,
+            self._pidfd,
+            os.getpid(),
+            cgroups=self._cgroups,
         )
         _FINALIZERS[pid] = self._finalizer
         return requests
@@ -683,6 +701,7 @@ def _drop_supervisor(
     pidfd: int,
     parent: int,
     *,
+    cgroups: dict[str, Any] | None = None,
     wait: float = 0.0,
 ) -> None:
     """Let go of the supervisor of an executor collected (or left at exit) without `aclose()`.
@@ -690,7 +709,8 @@ def _drop_supervisor(
     The supervisor sees its control socket end, kills every command's tree
     and exits; it is reaped here when it is gone within `wait` seconds (or
     already was: its thread ended), else by a thread of its own, so no
-    zombie is left in this process.
+    zombie is left in this process. Then the executor's cgroup folders are
+    removed, which a supervisor killed before it could is not there to do.
     """
     _FINALIZERS.pop(pid, None)
     requests.close()
@@ -700,23 +720,24 @@ def _drop_supervisor(
         os.close(pidfd)
         return
     if select.select([pidfd], [], [], wait)[0]:
-        _reap(pid, pidfd)
+        _reap(pid, pidfd, cgroups)
         return
     try:
-        threading.Thread(target=_reap, args=(pid, pidfd), daemon=True).start()
+        threading.Thread(target=_reap, args=(pid, pidfd, cgroups), daemon=True).start()
     except RuntimeError:
         # The interpreter is shutting down and starts no threads: wait here.
         select.select([pidfd], [], [], _EXIT_WAIT)
-        _reap(pid, pidfd)
+        _reap(pid, pidfd, cgroups)
 
 
-def _reap(pid: int, pidfd: int) -> None:
+def _reap(pid: int, pidfd: int, cgroups: dict[str, Any] | None = None) -> None:
     try:
         select.select([pidfd], [], [])
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
     finally:
         os.close(pidfd)
+    cgroup.remove_cgroups(cgroups)
 
 
 @atexit.register
@@ -802,10 +823,13 @@ async def _wait_supervised(spawned: Spawned, control: int) -> int:
 
 
 async def _end_supervised(spawned: Spawned, grace: float) -> None:
-    """End a supervised command's tree: SIGTERM, `grace`, SIGKILL; awaited on the shim's pidfd."""
+    """End a supervised command's tree: SIGTERM, `grace`, SIGKILL; awaited on its `gone` pipe."""
     # The shim keeps the grace itself (SIGKILL when it is up); `K` is only
     # for a shim that has not ended the tree by then.
-    for message, wait in ((b"T%r" % grace, grace + _KILL_WAIT), (b"K", _KILL_WAIT)):
+    # The grace counts from now, not from when the shim gets to it (see the
+    # supervisor's `T`): CLOCK_MONOTONIC is one clock for the machine.
+    term = b"T%r@%r" % (grace, time.monotonic())
+    for message, wait in ((term, grace + _KILL_WAIT), (b"K", _KILL_WAIT)):
         # Read again after each wait: the run may have closed them meanwhile
         # (its command ended, and with it, then, the whole tree).
         control, pidfd = spawned.status, spawned.pidfd
@@ -820,7 +844,7 @@ async def _end_supervised(spawned: Spawned, grace: float) -> None:
 
 
 async def _wait_gone(spawned: Spawned) -> None:
-    """Wait until the shim's pidfd is readable: its tree is gone."""
+    """Wait until the command's `gone` pipe is readable: its tree is gone."""
     pidfd = spawned.pidfd
     if pidfd is None:
         return

@@ -1,29 +1,39 @@
 """The supervisor: a child subreaper that starts every command of an unsandboxed `LocalExecutor`.
 
-Run as `python -I -S supervisor.py SOCKET_FD PARENT_PID CONFIG` by
+Run as `python -I -S supervisor.py REQUESTS_FD CONTROL_FD INJECT_FD PARENT_PID CONFIG` by
 `executor._local.process.Supervisor`, with the standard library only, so it
 starts in a few milliseconds. It is made a child subreaper
 (`PR_SET_CHILD_SUBREAPER`) and gets SIGTERM when the executor's thread that
 started it ends (`PR_SET_PDEATHSIG`); the executor's own process is never
 made a subreaper.
 
-For each command it forks a *shim*: a copy of itself that is a subreaper of
-its own, so every process the command starts, and every orphan among them
-(a double-forked daemon, `setsid`, `env -i`, `nohup`, `disown`), has the
-shim as an ancestor until it is reaped: nothing can leave the tree. The
-shim spawns the command (in a session of its own, in its cgroup when there
-is one), tells the executor its pid on the command's control socket,
-reports the leader's wait status there when it exits, and exits itself
-once its whole tree is gone. On the control socket the executor sends
+Commands are started by *shims*: copies of the supervisor, forked ahead,
+each a subreaper of its own. A shim serves one command at a time, so every
+process the command starts, and every orphan among them (a double-forked
+daemon, `setsid`, `env -i`, `nohup`, `disown`), has the shim as an ancestor
+until it is reaped: nothing can leave the tree. The shim spawns the command
+(in a session of its own, in its cgroup when there is one),
+tells the executor its pid on the command's control socket with a `gone`
+pipe attached, reports the leader's wait status there when it exits, and
+closes the `gone` pipe once the whole tree is gone (the pipe also closes if
+the shim dies). Then it tidies up (the command's cgroups removed, the next
+command's made and joined) and waits for another request: a start costs no
+fork, no mkdir and no cgroup migration on its way. The supervisor keeps two
+shims idle, forking another only when fewer are, and retires idle ones
+beyond four; the shims say what they do on a shared page (the board), and
+wake the supervisor only when it has something to do. On the control
+socket the executor sends
 
-- `T` + a grace period in seconds: SIGTERM (and SIGCONT) to every process of
-  the tree, then, if any is left when the grace is up, what `K` does;
-- `K`: SIGKILL to every process of the tree, until none is left; then the shim exits;
+- `T` + a grace period in seconds (+ `@` + the executor's `time.monotonic()`
+  when it sent it, where the grace counts from): SIGTERM (and SIGCONT) to
+  every process of the tree, then, if any is left when the grace is up, what `K` does;
+- `K`: SIGKILL to every process of the tree, until none is left;
 - `G` + a signal number: the signal to the command's process group (a session's keys).
 
 The tree is found in the command's cgroup (`cgroup.procs`, ended at once with
-`cgroup.kill`) where there is one; otherwise from one pass over `/proc`'s
-parent links below the shim. Either way a kill ends when the shim has no
+`cgroup.kill`) where there is one; otherwise from the children lists of
+the tree's tasks below the shim (`/proc/PID/task/TID/children`), at a
+cost that follows the tree, not the host. Either way a kill ends when the shim has no
 child left, which is when the tree is empty (every orphan comes to it).
 
 On its own socket the supervisor takes `R` (a command: a marshalled request,
@@ -31,7 +41,7 @@ with stdin, stdout, stderr, the control socket and, optionally, the folder
 to start in attached) and `X` + a grace period in seconds (end everything:
 SIGTERM, the grace, SIGKILL; then exit). When the socket ends (the executor
 closed it, or died) or SIGTERM comes, everything is killed at once. A shim
-whose supervisor dies kills its tree and exits.
+whose supervisor dies (its parent-death signal) kills its tree and exits.
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ import errno
 import json
 import marshal
 import math
+import mmap
 import os
 import select
 import signal
@@ -65,6 +76,8 @@ _DEFAULTS = tuple(
     number for number in signal.valid_signals() if number not in (signal.SIGKILL, signal.SIGSTOP)
 )
 _MAX_FDS = 5
+# The largest request (a marshalled argv and environment) a shim takes.
+_REQUEST_SIZE = 1 << 20
 # How long a kill waits for a process that does not die of SIGKILL (one in
 # uninterruptible sleep) before it looks again.
 _KILL_PAUSE = 0.001
@@ -94,13 +107,23 @@ def _read(path: str) -> str | None:
         return None
 
 
+class _Stop(Exception):
+    """Raised in an idle shim by the signal that tells it to exit."""
+
+
+# The signals that end a shim (when idle at once, else once its tree is gone).
+_STOPS = frozenset({signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1})
+
+
 class _Wake:
     """A pipe that signal handlers make readable (`signal.set_wakeup_fd`), and flags they set."""
 
     def __init__(self) -> None:
-        self.read, write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        self.read, self.write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        signal.set_wakeup_fd(self.write, warn_on_full_buffer=False)
         self.flags: set[int] = set()
+        # Set while an idle shim waits for a request (see `_handle`).
+        self.idle = False
         for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP):
             signal.signal(number, self._handle)
         # Not SIG_IGN, which the commands would inherit: a handler, that exec resets.
@@ -108,6 +131,11 @@ class _Wake:
 
     def _handle(self, number: int, frame: object) -> None:
         self.flags.add(number)
+        if self.idle and number in _STOPS:
+            # Out of the idle shim's blocking receive (which is retried
+            # after a handler that returns). Nothing else is under way then.
+            self.idle = False
+            raise _Stop
 
     def _ignore(self, number: int, frame: object) -> None:
         pass
@@ -121,6 +149,38 @@ class _Wake:
 
 
 def _descendants(root: int) -> list[int]:
+    """Every process below `root`: from the children lists of the tree's own tasks.
+
+    `/proc/PID/task/TID/children` holds a task's children, so the walk costs
+    what the tree holds, not what the host runs. Where the kernel has no such
+    files (built without CONFIG_PROC_CHILDREN), one pass over `/proc`'s parent links.
+    """
+    if not _HAS_CHILDREN:
+        return _descendants_by_scan(root)
+    found: list[int] = []
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # gone meanwhile
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children", "rb") as file:
+                    children = file.read().split()
+            except OSError:
+                continue
+            for child in children:
+                found.append(int(child))
+                stack.append(int(child))
+    return found
+
+
+_HAS_CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+
+
+def _descendants_by_scan(root: int) -> list[int]:
     """Every live process below `root`, from one pass over `/proc`'s parent links."""
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
@@ -152,12 +212,15 @@ class _Cgroups:
         self.folders: list[str] = []
         self.memory: str | None = None
         self.home: dict[str, str] = config.get("home", {})
+        # Whether the shim is in these cgroups (from `join` to `leave`).
+        self.inside = False
         # The pids limit, and where it is set: one more until the shim leaves.
         self.pids_max: str | None = None
         limits = config.get("limits", {})
         self.pids = limits.get("pids")
         base = config.get("v2")
         memory, pids = limits.get("memory"), limits.get("pids")
+        self.memory_limited = memory is not None
         if base:
             self.v2 = os.path.join(base, name)
             os.mkdir(self.v2)
@@ -194,11 +257,15 @@ class _Cgroups:
                 _write(self.pids_max, str(pids + 1))
 
     def join(self) -> None:
+        self.inside = True
         for folder in self.folders:
             _write(os.path.join(folder, "cgroup.procs"), "0")
 
     def leave(self) -> None:
         """Back to the supervisor's cgroups; the command alone is in its own, and counted."""
+        if not self.inside:
+            return
+        self.inside = False
         for folder in self.home.values():
             with contextlib.suppress(OSError):
                 _write(os.path.join(folder, "cgroup.procs"), "0")
@@ -242,86 +309,229 @@ class _Cgroups:
 
 
 class _Shim:
-    """One command's subreaper (in the forked child of the supervisor)."""
+    """One command's subreaper at a time: forked ahead by the supervisor, and used again.
+
+    Between commands it waits on the supervisor's request socket, its next
+    command's cgroups made and joined already, so a start costs no fork, no
+    mkdir and no cgroup migration of ours on the way. A request makes it the
+    command's shim until the command's whole tree is gone; then it tells the
+    executor so (the command's `gone` pipe closes), removes the cgroups, makes
+    the next ones and waits again. It exits when the supervisor retires it
+    (too many idle), signals it or dies, or when the request socket ends.
+    """
 
     def __init__(
         self,
-        request: dict[str, Any],
-        fds: list[int],
+        requests: socket.socket,
+        notes: int,
+        board: mmap.mmap,
+        slot: int,
         config: dict[str, Any],
-        cgroups: _Cgroups | None,
-        taken: int,
+        supervisor: int,
     ) -> None:
-        self.taken = taken
-        self.request = request
+        self.requests = requests
+        self.supervisor = supervisor
+        self.notes = notes
+        self.board = board
+        self.slot = slot
+        self.buffer = bytearray(_REQUEST_SIZE)
         self.config = config
-        self.ctl = socket.socket(fileno=fds[3])
-        self.io = fds[:3]
-        self.cwd_fd = fds[4] if len(fds) > 4 else None
+        self.me = os.getpid()
+        self.wake = _Wake()
+        self.cgroups: _Cgroups | None = None
+        self.failure: OSError | None = None
+        self.serial = 0
+        # The command being served.
+        self.ctl: socket.socket | None = None
+        self.gone = -1
         self.leader = 0
         self.status: int | None = None
+        self.io: list[int] = []
+
+    def run(self) -> None:
+        _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != self.supervisor:
+            return
+        # A session of its own, and so (with autogroup scheduling) a share of
+        # the CPU of its own: the start of its command never waits behind the
+        # supervisor or another shim on a busy machine.
+        os.setsid()
+        while True:
+            self._prepare()
+            self._mark(_IDLE)
+            if self.slot < 0 or _count(self.board, _IDLE) > _MAX_IDLE:
+                self._note()  # one too many idle: the supervisor retires one
+            message, fds = self._next_request()
+            if message is None:
+                break
+            self._mark(_BUSY)
+            try:
+                self._serve(marshal.loads(message[1:]), fds)
+            finally:
+                for fd in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            if self.wake.flags & {signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1}:
+                break
+        self._drop_cgroups()
+
+    def _mark(self, state: int) -> None:
+        """Say on the board what this shim does now (the supervisor reads it when woken)."""
+        if self.slot >= 0:
+            self.board[self.slot] = state
+
+    def _note(self) -> None:
+        """Wake the supervisor: the board needs it (too few shims idle, or too many)."""
+        with contextlib.suppress(OSError):
+            os.write(self.notes, b"n")
+
+    def _prepare(self) -> None:
+        """Make and join the next command's cgroups (while idle, off the start's path)."""
+        if self.cgroups is not None or self.failure is not None:
+            return
+        self.serial += 1
+        cgroups = None
+        try:
+            cgroups = _Cgroups(self.config, f"c{self.me}-{self.serial}")
+            cgroups.join()
+        except OSError as error:
+            self.failure = error
+            if cgroups is not None:
+                cgroups.leave()
+                cgroups.remove()
+            return
         self.cgroups = cgroups
-        self.me = os.getpid()
 
-    def start(self) -> None:
-        wake = _Wake()
-        try:
-            if self.cwd_fd is not None:
-                os.fchdir(self.cwd_fd)
-            else:
-                os.chdir(self.request["cwd"])
-        except OSError as error:
-            self.fail(error, "cwd")
-        try:
-            self.leader = self._spawn()
-        except OSError as error:
-            self.fail(error, "exec")
-        for fd in self.io:
-            os.close(fd)
-        me = os.pidfd_open(self.me)
-        self.ctl.sendmsg(
-            [b"P" + struct.pack("i", self.leader)],
-            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [me]))],
-        )
-        os.close(me)
-        self._taken()
+    def _drop_cgroups(self) -> None:
         if self.cgroups is not None:
-            # Out of the command's cgroup, now that the command is in it: the
-            # shim survives its cgroup's kill to report, and is not counted.
             self.cgroups.leave()
-        self._loop(wake)
+            self.cgroups.remove()
+            self.cgroups = None
 
-    def _taken(self) -> None:
-        """Tell the supervisor the command started (or failed to): time for the next spare."""
-        if self.taken >= 0:
-            with contextlib.suppress(OSError):
-                os.write(self.taken, b"s")
-                os.close(self.taken)
-            self.taken = -1
+    def _next_request(self) -> tuple[bytes | None, list[int]]:
+        """The next command's request and its descriptors; None when the shim is to exit.
 
-    def fail(self, error: OSError, where: str) -> None:
-        """Report a failed start on the control socket, and exit."""
-        self._taken()
+        A blocking receive: the kernel wakes one waiting shim per request,
+        not every idle one. A signal that ends the shim breaks it (`_Wake`);
+        the supervisor retires a shim with a `Q` request, which whichever
+        idle shim takes it obeys.
+        """
+        while True:
+            if self.wake.flags & _STOPS:
+                return None, []
+            try:
+                self.wake.idle = True
+                # Into a buffer kept from one request to the next: a new 1 MiB
+                # bytes object each time costs an mmap, page faults and munmap.
+                size, ancillary, _, _ = self.requests.recvmsg_into(
+                    [self.buffer], socket.CMSG_LEN(_MAX_FDS * 4), socket.MSG_CMSG_CLOEXEC
+                )
+                message = bytes(memoryview(self.buffer)[:size])
+            except _Stop:
+                return None, []
+            except OSError:
+                message, ancillary = b"", []
+            finally:
+                self.wake.idle = False
+            fds = array.array("i")
+            for level, kind, payload in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds.frombytes(payload[: len(payload) - len(payload) % 4])
+            if not message or message[:1] == b"Q":
+                for fd in fds:
+                    os.close(fd)
+                return None, []  # retired, or the executor closed its end
+            if message[:1] == b"R" and len(fds) >= 4:
+                return message, list(fds)
+            for fd in fds:
+                os.close(fd)
+
+    def _serve(self, request: dict[str, Any], fds: list[int]) -> None:
+        """Start the request's command and stay its subreaper until its whole tree is gone."""
+        self.ctl = socket.socket(fileno=os.dup(fds[3]))
+        self.io = fds[:3]
+        self.status = None
+        self.leader = 0
+        try:
+            if self.failure is not None:
+                failure, self.failure = self.failure, None
+                self._fail(failure, "cgroup")
+                return
+            try:
+                if len(fds) > 4:
+                    os.fchdir(fds[4])
+                else:
+                    os.chdir(request["cwd"])
+            except OSError as error:
+                self._fail(error, "cwd")
+                return
+            try:
+                self.leader = self._spawn(request)
+            except OSError as error:
+                self._fail(error, "exec")
+                return
+            finally:
+                # Not to pin the command's folder (a mount, say) while idle.
+                with contextlib.suppress(OSError):
+                    os.chdir("/")
+            for fd in fds[:3]:
+                os.close(fd)
+            fds[:3] = [-1, -1, -1]
+            gone_r, self.gone = os.pipe2(os.O_CLOEXEC)
+            try:
+                self.ctl.sendmsg(
+                    [b"P" + struct.pack("i", self.leader)],
+                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [gone_r]))],
+                )
+            except OSError:
+                pass  # the executor gave up on it: the tree runs until it ends or is killed
+            finally:
+                os.close(gone_r)
+            # Only now (the start is done, its CPU spent), and only if too
+            # few are idle or getting ready: the supervisor forks another.
+            # Otherwise no process but the command's and the executor's wakes.
+            if self.slot < 0 or _count(self.board, _IDLE) + _count(self.board, _NEW) < _SPARES:
+                self._note()
+            if self.cgroups is not None and self.cgroups.memory_limited:
+                # Under a memory limit the OOM killer may pick any process of
+                # the cgroup: the shim leaves it at once. Otherwise it leaves
+                # when the leader has exited or a kill comes (`_leave`): a
+                # cgroup migration can wait for an RCU grace period (ms on a
+                # busy host), which would hold up a short command's report.
+                self.cgroups.leave()
+            self._loop()
+        finally:
+            # The tree is gone: the executor's `gone` descriptor turns readable.
+            if self.gone >= 0:
+                os.close(self.gone)
+                self.gone = -1
+            self.ctl.close()
+            self.ctl = None
+            if self.leader and self.cgroups is not None:
+                cgroups, self.cgroups = self.cgroups, None
+                cgroups.remove()
+
+    def _fail(self, error: OSError, where: str) -> None:
+        """Report a failed start on the control socket (the cgroups stay for the next)."""
         report = {
             "errno": error.errno or 0,
             "message": error.strerror or str(error),
             "where": where,
         }
+        assert self.ctl is not None
         with contextlib.suppress(OSError):
             self.ctl.send(b"E" + json.dumps(report).encode())
-        if self.cgroups is not None:
-            self.cgroups.remove()
-        os._exit(0)
 
-    def _spawn(self) -> int:
-        request = self.request
+    def _spawn(self, request: dict[str, Any]) -> int:
         argv, env = request["argv"], request["env"]
         if request.get("pty"):
             return self._fork_exec(argv, env, pty=True)
-        # Popen's vfork and exec: a fraction of what a fork of this process
-        # costs, and unlike glibc's posix_spawn it leaves the C library's own
-        # signals (32 and 33) alone. Handlers are reset by exec; SIGPIPE and
-        # SIGXFSZ by restore_signals; nothing else is ignored here (see `main`).
+        # Popen's vfork and exec: unlike glibc's posix_spawn (up to 2.36 at
+        # least), which sets the C library's own signals (32 and 33) to
+        # SIG_IGN in the child whatever the parent has, and SIG_IGN outlives
+        # exec. Handlers are reset by exec; SIGPIPE and SIGXFSZ by
+        # restore_signals; nothing else is ignored here (see `main`).
         child = subprocess.Popen(
             argv,
             stdin=self.io[0],
@@ -400,47 +610,61 @@ class _Shim:
             if pid == self.leader and self.status is None:
                 self.status = status
                 peak = -1 if self.cgroups is None else self.cgroups.peak()
-                with contextlib.suppress(OSError):
-                    self.ctl.send(b"S" + struct.pack("=iq", status, peak))
+                if self.ctl is not None:
+                    with contextlib.suppress(OSError):
+                        self.ctl.send(b"S" + struct.pack("=iq", status, peak))
+                self._leave()
+
+    def _leave(self) -> None:
+        """Out of the command's cgroups: then their kill spares the shim, and it is not counted."""
+        if self.cgroups is not None:
+            self.cgroups.leave()
 
     def _kill(self) -> None:
-        """SIGKILL the whole tree until the shim has no child left; then exit."""
+        """SIGKILL the whole tree until the shim has no child left."""
+        self._leave()
         while True:
             if self.cgroups is None or not self.cgroups.kill():
                 self._signal_tree(signal.SIGKILL)
             if not self._reap():
-                break
-            time.sleep(_KILL_PAUSE)
-        self._exit()
+                return
+            # Until a child's end (SIGCHLD writes the wake pipe), or a pause:
+            # then the tree is killed again, for what it forked meanwhile.
+            select.select([self.wake.read], [], [], _KILL_PAUSE)
+            self.wake.drain()
 
-    def _exit(self) -> None:
-        if self.cgroups is not None:
-            self.cgroups.remove()
-        os._exit(0)
-
-    def _loop(self, wake: _Wake) -> None:
+    def _loop(self) -> None:
+        """Serve the command until its tree is gone (killed if the shim is to exit)."""
+        assert self.ctl is not None
+        wake = self.wake
         poller = select.poll()
         poller.register(wake.read, select.POLLIN)
         poller.register(self.ctl.fileno(), select.POLLIN)
         # Set by `T<grace>`: when what SIGTERM did not end gets SIGKILL.
         deadline: float | None = None
+        termed = False
         while True:
             if signal.SIGTERM in wake.flags or signal.SIGHUP in wake.flags:
                 self._kill()
-            if signal.SIGUSR1 in wake.flags:
-                wake.flags.discard(signal.SIGUSR1)
+                return
+            if signal.SIGUSR1 in wake.flags and not termed:
+                # The supervisor's shutdown: SIGTERM now; SIGTERM to the shim
+                # follows. The flag stays: the shim exits once the tree is gone.
                 self._signal_tree(signal.SIGTERM)
+                self._leave()
+                termed = True
             if not self._reap():
                 if self.status is None:
                     # The leader was reaped by no one else: it cannot be.
                     self.status = signal.SIGKILL
-                self._exit()
+                return
             wake.flags.discard(signal.SIGCHLD)
             timeout = None
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self._kill()
+                    return
                 timeout = max(1, math.ceil(left * 1000))
             for fd, _ in poller.poll(timeout):
                 if fd == wake.read:
@@ -458,56 +682,85 @@ class _Shim:
                 kind = message[:1]
                 if kind == b"T":
                     self._signal_tree(signal.SIGTERM)
+                    # During the grace, so the SIGKILL that may follow costs no migration.
+                    self._leave()
                     with contextlib.suppress(ValueError):
-                        # The grace is kept here: no round trip to the executor for the kill.
-                        grace = float(message[1:] or "nan")
+                        # The grace is kept here: no round trip to the executor
+                        # for the kill. It counts from when the executor sent it
+                        # (`T<grace>@<CLOCK_MONOTONIC then>`: one clock for the
+                        # machine), so the shim's wakeup adds nothing to it.
+                        grace_text, _, sent_text = message[1:].partition(b"@")
+                        grace = float(grace_text or "nan")
+                        sent = float(sent_text) if sent_text else time.monotonic()
                         if grace == grace:  # not NaN
-                            deadline = time.monotonic() + grace
+                            deadline = min(sent, time.monotonic()) + grace
                 elif kind == b"K":
                     self._kill()
+                    return
                 elif kind == b"G" and self.status is None:
                     with contextlib.suppress(OSError, ValueError):
                         os.killpg(self.leader, int(message[1:]))
 
 
+# The board: a page shared by the supervisor and its shims (an anonymous
+# shared mapping, inherited by fork), one byte per shim saying what it does,
+# so that the supervisor is woken (by a byte on its notes pipe) only when
+# the number of idle shims calls for a fork or a retirement, not at every
+# command.
+_SLOTS = 4096
+_FREE, _NEW, _IDLE, _BUSY = 0, 1, 2, 3
+
+
+def _count(board: mmap.mmap, state: int) -> int:
+    return board[:_SLOTS].count(bytes((state,)))
+
+
+# Idle shims kept ready: two, so that a shim tidying up after its command
+# (cgroups removed, the next made and joined) never holds up the next start.
+_SPARES = 2
+# More idle shims than this (after a burst of commands at once): the rest retire.
+_MAX_IDLE = 4
+
+
 class _Supervisor:
-    def __init__(self, requests: socket.socket, control: socket.socket, config: dict[str, Any]):
+    def __init__(
+        self,
+        requests: socket.socket,
+        control: socket.socket,
+        inject: socket.socket,
+        config: dict[str, Any],
+    ) -> None:
         self.requests = requests
         self.control = control
+        # The executor's end of the request socket: a `Q` sent on it retires an idle shim.
+        self.inject = inject
         self.config = config
-        self.shims: set[int] = set()
-        self.spare = 0
-        # The shim that took the last request, until its command has started.
-        self.taking = 0
+        # Every shim, and its slot on the board (-1: the board was full).
+        self.shims: dict[int, int] = {}
+        self.board = mmap.mmap(-1, _SLOTS)
+        # Idle shims told to retire, not yet gone.
+        self.retiring = 0
         self.me = os.getpid()
-        self.taken_r, self.taken_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self.notes_r, self.notes_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
 
     def run(self) -> None:
         wake = _Wake()
         poller = select.poll()
-        for fd in (wake.read, self.control.fileno(), self.taken_r):
+        for fd in (wake.read, self.control.fileno(), self.notes_r):
             poller.register(fd, select.POLLIN)
-        self._fork_spare(wake)
         while True:
             if wake.flags & {signal.SIGTERM, signal.SIGHUP}:
                 self._shut_down(0.0, wake)
             wake.flags.discard(signal.SIGCHLD)
             self._reap()
-            if not self.spare and not self.taking:
-                self._fork_spare(wake)
+            self._balance(wake)
             for fd, _ in poller.poll():
                 if fd == wake.read:
                     wake.drain()
-                elif fd == self.taken_r:
-                    # `t`: the spare took a request and is a command's shim now;
-                    # `s`: its command started, so the next spare is forked now
-                    # (forking it meanwhile would take the CPU the start needs).
+                elif fd == self.notes_r:
+                    # What to do is on the board; the note only woke us.
                     with contextlib.suppress(BlockingIOError):
-                        for note in os.read(self.taken_r, 64):
-                            if note == ord("t"):
-                                self.taking, self.spare = self.spare, 0
-                            else:
-                                self.taking = 0
+                        os.read(self.notes_r, 4096)
                 else:
                     try:
                         message = self.control.recv(64)
@@ -521,22 +774,42 @@ class _Supervisor:
                         # The executor closed its end, or died: nothing may outlive it.
                         self._shut_down(0.0, wake)
 
-    def _fork_spare(self, wake: _Wake) -> None:
-        """Fork the next shim ahead, so a command's start costs no fork of ours."""
+    def _balance(self, wake: _Wake) -> None:
+        """Keep `_SPARES` shims idle (or getting ready), and no more than `_MAX_IDLE`."""
+        idle = _count(self.board, _IDLE) - self.retiring
+        new = _count(self.board, _NEW)
+        # One fork at a time: each takes CPU a command's start may need.
+        if idle + new < _SPARES and not new:
+            self._fork_shim(wake)
+        elif idle > _MAX_IDLE:
+            # Whichever idle shim takes it goes; its exit is reaped as any.
+            with contextlib.suppress(OSError):
+                self.inject.send(b"Q")
+                self.retiring += 1
+
+    def _fork_shim(self, wake: _Wake) -> None:
+        """Fork a shim ahead, so a command's start costs no fork of ours."""
+        slot = self.board.find(bytes((_FREE,)), 0, _SLOTS)
+        if slot >= 0:
+            self.board[slot] = _NEW
         try:
             pid = os.fork()
         except OSError:
+            if slot >= 0:
+                self.board[slot] = _FREE
             return  # out of processes: the next loop tries again
         if pid == 0:
             try:
+                # Its own wake pipe first: then none of the supervisor's is written.
+                shim = _Shim(self.requests, self.notes_w, self.board, slot, self.config, self.me)
                 self.control.close()
-                os.close(wake.read)
-                os.close(self.taken_r)
-                _Spare(self.requests, self.taken_w, self.config, self.me).run()
+                self.inject.close()
+                for fd in (wake.read, wake.write, self.notes_r):
+                    os.close(fd)
+                shim.run()
             finally:
                 os._exit(0)
-        self.spare = pid
-        self.shims.add(pid)
+        self.shims[pid] = slot
 
     def _reap(self) -> bool:
         """Reap what has exited. False once the supervisor has no child."""
@@ -547,18 +820,17 @@ class _Supervisor:
                 return False
             if pid == 0:
                 return True
-            self.shims.discard(pid)
-            if pid == self.spare:
-                self.spare = 0
-            if pid == self.taking:
-                self.taking = 0
+            slot = self.shims.pop(pid, -1)
+            if slot >= 0:
+                if self.board[slot] == _IDLE and self.retiring:
+                    self.retiring -= 1
+                self.board[slot] = _FREE
 
     def _shut_down(self, grace: float, wake: _Wake) -> None:
         """End every command's tree: SIGTERM, up to `grace`, SIGKILL; then exit."""
-        if self.spare:
-            _send(self.spare, signal.SIGKILL)
         deadline = time.monotonic() + grace
         if grace > 0:
+            # Idle shims exit at once; busy ones SIGTERM their trees.
             for pid in self.shims:
                 _send(pid, signal.SIGUSR1)
             while self.shims and self._reap() and time.monotonic() < deadline:
@@ -605,78 +877,22 @@ def _rmdir(folder: str) -> None:
             time.sleep(0.001)
 
 
-class _Spare:
-    """A shim forked ahead: a subreaper, in its cgroup already, waiting for a command."""
-
-    def __init__(
-        self, requests: socket.socket, taken: int, config: dict[str, Any], supervisor: int
-    ) -> None:
-        self.requests = requests
-        self.taken = taken
-        self.config = config
-        self.supervisor = supervisor
-
-    def run(self) -> None:
-        # Until it has a tree, the supervisor's signals simply end it.
-        signal.set_wakeup_fd(-1)
-        for number in (signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(number, signal.SIG_DFL)
-        _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != self.supervisor:
-            return
-        # A session of its own, and so (with autogroup scheduling) a share of
-        # the CPU of its own: the start of its command never waits behind the
-        # supervisor or another shim on a busy machine.
-        os.setsid()
-        me = os.getpid()
-        cgroups: _Cgroups | None = None
-        failure: OSError | None = None
-        try:
-            cgroups = _Cgroups(self.config, f"c{me}")
-            cgroups.join()
-        except OSError as error:
-            failure = error
-        while True:
-            try:
-                message, ancillary, _, _ = self.requests.recvmsg(
-                    1 << 20, socket.CMSG_LEN(_MAX_FDS * 4), socket.MSG_CMSG_CLOEXEC
-                )
-            except OSError:
-                message, ancillary = b"", []
-            fds = array.array("i")
-            for level, kind, payload in ancillary:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    fds.frombytes(payload[: len(payload) - len(payload) % 4])
-            if not message:
-                if cgroups is not None:
-                    cgroups.leave()
-                    cgroups.remove()
-                return
-            if message[:1] == b"R" and len(fds) >= 4:
-                break
-            for fd in fds:
-                os.close(fd)
-        # No longer a spare the supervisor may simply kill: a shim.
-        os.write(self.taken, b"t")
-        self.requests.close()
-        shim = _Shim(marshal.loads(message[1:]), list(fds), self.config, cgroups, self.taken)
-        if failure is not None:
-            shim.fail(failure, "cgroup")
-        shim.start()
-
-
 def _send(pid: int, number: int) -> None:
     with contextlib.suppress(OSError):
         os.kill(pid, number)
 
 
 def main() -> None:
-    """Run the supervisor: `supervisor.py REQUESTS_FD CONTROL_FD PARENT_PID CONFIG`."""
+    """Run it: `supervisor.py REQUESTS_FD CONTROL_FD INJECT_FD PARENT_PID CONFIG`.
+
+    INJECT_FD is the executor's end of the request socket (REQUESTS_FD the
+    shims'), on which the supervisor retires idle shims.
+    """
     requests = socket.socket(fileno=int(sys.argv[1]))
     control = socket.socket(fileno=int(sys.argv[2]))
-    parent = int(sys.argv[3])
-    config = json.loads(sys.argv[4])
+    inject = socket.socket(fileno=int(sys.argv[3]))
+    parent = int(sys.argv[4])
+    config = json.loads(sys.argv[5])
     # The mask of the thread that started it (a worker thread that blocks
     # SIGINT, say) is no business of the commands', nor of their shims', nor
     # is what the executor's process ignores (a `nohup`'s SIGHUP, say).
@@ -684,13 +900,13 @@ def main() -> None:
     for number in _DEFAULTS:
         if signal.getsignal(number) == signal.SIG_IGN:
             signal.signal(number, signal.SIG_DFL)
-    for sock in (requests, control):
+    for sock in (requests, control, inject):
         os.set_inheritable(sock.fileno(), False)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:
         return  # the executor died before the death signal was set
-    _Supervisor(requests, control, config).run()
+    _Supervisor(requests, control, inject, config).run()
 
 
 if __name__ == "__main__":

@@ -21,10 +21,19 @@ Backtick substitutions are parsed again after bash's backslash removal.
 
 Fails closed: a tree with ERROR or MISSING nodes is refused with
 `ShellParseError` (a `PolicyDenied`) naming the line and the part that could
-not be read, except for the few spellings tree-sitter-bash misreads and bash
-accepts (`for x do`, `n<>file`, a here-string after another redirect, `;&`,
-`((cmd) | x)`, a `[` test without its `]`, ...), which are respelled first
-as bash would read them (see `_repair`). Hostile input is bounded: scripts
+not be read, except for the spellings tree-sitter-bash misreads and bash
+accepts (`for x do`, `<>file`, a here-string after another redirect, `;&`,
+`((cmd) | x)`, a `[` test without its `]`, quoted blanks in case patterns,
+a backtick substitution holding what it cannot read, ...), which are
+respelt as bash would read them (see `_repair`) and parsed again. Some
+misreadings give no error: a backtick closed by another backtick than the
+one bash closes it with, a command run on into the next line (`a >x | b | c`
+then `rm -rf /`), a `0` before a redirect taken for a word. The walk checks
+for those and respells them too (`_Misread`). Every respelling keeps the
+script's length, so positions (and the lines messages name) are those of
+the original text, from which every word is read; a backtick or `$(...)`
+substitution tree-sitter cannot read is hidden from it (spelt `$___`) and
+its code parsed on its own, as bash parses it. Hostile input is bounded: scripts
 over `_MAX_SCRIPT` characters, deeper nesting than `_MAX_NESTING` levels or
 `_MAX_DEPTH` substitutions, and brace expansions over `_MAX_BRACE_WORDS`
 words are refused; the tree is walked with an explicit stack, never by
@@ -106,7 +115,8 @@ _MAX_NESTING = 200
 # a Debian system are some 60 KB, and a policy must not become a way to keep
 # a worker thread busy.
 _MAX_SCRIPT = 256 * 1024
-# Respellings of what tree-sitter misreads (see `_repair`), per script.
+# Respellings of what tree-sitter misreads (see `_repair`), per script: each
+# costs a parse (and maybe a walk) of the whole script, so they are few.
 _MAX_REPAIRS = 16
 # How deep `${a:-"${b:-...}"}` may nest inside one word (each level is a call).
 _MAX_WORD_NESTING = 64
@@ -672,7 +682,8 @@ _EMPTY_ASSIGNMENTS = re.compile(
     re.MULTILINE,
 )
 _NEGATED_COMPOUND = re.compile(
-    r"(?:^|(?<=[\n;&|({)!])|(?<=\bthen)|(?<=\bdo)|(?<=\belse))([ \t]*)"
+    r"(?:^|(?<=[\n;&|({)!])|(?<=\bthen)|(?<=\bdo)|(?<=\belse)|(?<=\bif)|(?<=\belif)"
+    r"|(?<=\bwhile)|(?<=\buntil))([ \t]*)"
     r"(?:time(?:[ \t]+-p)?(?=[ \t\n]|$)"
     r"|!(?=[ \t]+(?:(?:if|while|until|for|case|select|function|time)[ \t\n]|[{(!]|\[\["
     r"|[A-Za-z_][A-Za-z0-9_-]*[ \t]*\(\))))",
@@ -680,6 +691,7 @@ _NEGATED_COMPOUND = re.compile(
 )
 _TEST_BRACKET = re.compile(r"(?:^|(?<=[\s;&|(!{]))\[(?=[ \t])", re.MULTILINE)
 _CONTINUATION = re.compile(r"(?:\\\n)*")
+_COMMENT = re.compile(r"(?<![^ \t\n])#[^\n]*")
 _QUOTED_NODES = frozenset(
     {"raw_string", "string_content", "comment", "heredoc_body", "heredoc_content", "ansi_c_string"}
 )
@@ -687,7 +699,8 @@ _EMPTY_SUBSTITUTION = re.compile(r"\$\([ \t]*\)")
 _REDIRECT_NODES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
 _COMPOUND_START = re.compile(r"[{(]|(?:while|until|if|for|case|select|\[\[)(?=[\s;&|()])")
 _COPROC = re.compile(
-    r"(?:^|(?<=[\n;&|({)!])|(?<=\bthen)|(?<=\bdo)|(?<=\belse))"
+    r"(?:^|(?<=[\n;&|({)!])|(?<=\bthen)|(?<=\bdo)|(?<=\belse)|(?<=\bif)|(?<=\belif)"
+    r"|(?<=\bwhile)|(?<=\buntil))"
     r"([ \t]*)(coproc[ \t]+(?:[A-Za-z_][A-Za-z0-9_]*[ \t]+)?)"
     r"(?=[{(]|(?:while|until|if|for|case|select|\[\[)[\s;&|()])",
     re.MULTILINE,
@@ -706,8 +719,26 @@ class _Text:
         # Operators a repair respelled, by the byte where the node now starts.
         self.ops: dict[int, str] = {}
         # Substitutions a repair hid from tree-sitter (spelt `$___`), by the
-        # character of their `$`: where they end, and the code inside, parsed apart.
-        self.deferred: dict[int, tuple[int, str]] = {}
+        # character where they start: where they end, the code inside (parsed
+        # apart, as bash parses it) and the label of the substitution.
+        self.deferred: dict[int, tuple[int, str, str]] = {}
+
+    def respelt(self, repaired: str) -> _Text:
+        """The same script respelt otherwise, keeping what the repairs noted."""
+        chars = _Text(self.text, repaired)
+        chars.ops, chars.deferred = self.ops, self.deferred
+        return chars
+
+    def defer(self, start: int, end: int, code: str, label: str) -> str:
+        """Hide the substitution `text[start:end]` from tree-sitter; the respelt script.
+
+        It is spelt `$___` (as long as it was), a parameter to tree-sitter;
+        its code is parsed on its own, as bash parses a substitution's code.
+        Lines are told from the original text, so the newlines it hides move
+        no message.
+        """
+        self.deferred[start] = (end, code, label)
+        return self.repaired[:start] + "$" + "_" * (end - start - 1) + self.repaired[end:]
 
     def char(self, byte: int) -> int:
         if self.ascii:
@@ -732,12 +763,18 @@ class _Text:
         return self.text[start:end]
 
 
-class _Unreadable(Exception):
-    """tree-sitter could not read part of the script: where, and what it saw."""
+class _Misread(Exception):
+    """tree-sitter read, without an error, something bash reads otherwise.
 
-    def __init__(self, node: tree_sitter.Node) -> None:
-        super().__init__()
-        self.node = node
+    `repaired` is the script respelt so that tree-sitter reads it as bash
+    does, or `None` when there is no such respelling (it is then refused,
+    with `reason`).
+    """
+
+    def __init__(self, reason: str, repaired: str | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.repaired = repaired
 
 
 def _first_error(root: tree_sitter.Node) -> tree_sitter.Node:
@@ -756,7 +793,8 @@ def _first_error(root: tree_sitter.Node) -> tree_sitter.Node:
 
 def _describe_error(text: str, node: tree_sitter.Node, chars: _Text) -> str:
     start, end = chars.span(node)
-    line = node.start_point.row + 1
+    # From the text, not the tree: a respelling may have moved tree-sitter's rows.
+    line = text.count("\n", 0, start) + 1
     if node.is_missing:
         return f"line {line}: a {node.type!r} is missing before {_snippet(text, start)}"
     piece = " ".join(text[start:end].split())
@@ -803,6 +841,25 @@ def _repair(chars: _Text, node: tree_sitter.Node) -> str | None:
     if empty is not None and _EMPTY_SUBSTITUTION.fullmatch(chars.of(empty)):
         first, last = chars.span(empty)
         return text[:first] + "$" + "_" * (last - first - 1) + text[last:]
+    # A backtick tree-sitter pairs otherwise than bash, or that holds what it
+    # cannot read (a subshell, backslashes in quotes over lines): hidden, its
+    # code parsed apart, as bash parses it.
+    fixed = _backticks(chars, node, start, end)
+    if fixed is not None:
+        return fixed
+    # A command run on into the next line before the error (see `_joined`).
+    root = node
+    while root.parent is not None:
+        root = root.parent
+    fixed = _first_joined(chars, root, end)
+    if fixed is not None:
+        return fixed
+    # A case pattern tree-sitter cannot read (`less' '4*`, `$MIME\\;*`): its quoted
+    # and escaped characters respelt `_`. They are literal, and a pattern's
+    # text matters to no policy; its substitutions are kept.
+    fixed = _case_pattern(chars, node)
+    if fixed is not None:
+        return fixed
     # `{a,b}` at the start of a command is a word, not a group (`{` needs a blank after it).
     group: tree_sitter.Node | None = node
     while group is not None and group.type != "compound_statement":
@@ -813,11 +870,6 @@ def _repair(chars: _Text, node: tree_sitter.Node) -> str | None:
             return _replace(text, brace, "_")
     if text.startswith("{", start) and start + 1 < len(text) and text[start + 1] not in " \t\n":
         return _replace(text, start, "_")
-    # `n<>file`: open for reading and writing. Spelt `n> file` for the parser; the
-    # redirect keeps its operator.
-    if node.is_error and text[start:end] == ">" and start > 0 and text[start - 1] == "<":
-        chars.ops[node.start_byte - 1] = "<>"
-        return text[: start - 1] + "> " + text[end:]
     # `cmd 2>&1 <<< word`: a here-string after another redirect.
     if node.is_error and text[start:end] == "<<" and text.startswith("<<<", start):
         chars.ops[node.start_byte] = "<<<"
@@ -839,10 +891,26 @@ def _repair(chars: _Text, node: tree_sitter.Node) -> str | None:
         opener = test.children[0] if test.children else None
         if opener is not None and opener.type == "[":
             return _replace(text, chars.char(opener.start_byte), "_")
-    # `((cmd) | x)`: two subshells, not arithmetic (bash reads it so too).
+    # `((cmd) | x)`: two subshells, not arithmetic (bash reads it so too, when
+    # what follows `((` is no arithmetic). Found in the error, or opening a node
+    # around it (`((gzip -cd x) | y)` fails at `-cd`, inside the `((`).
     index = text.find("((", start, max(end, start + 2))
-    if index >= 0 and index > 0 and text[index - 1] in " \t":
+    around: tree_sitter.Node | None = node
+    while index < 0 and around is not None:
+        if around.children and around.children[0].type == "((":
+            index = chars.char(around.children[0].start_byte)
+        around = around.parent
+    if index >= 0 and text[index - 1 : index] in (" ", "\t"):
         return text[: index - 1] + "( (" + text[index + 2 :]
+    if index >= 0 and text[index + 2 : index + 3] in (" ", "\t"):
+        return text[:index] + "( (" + text[index + 3 :]
+    if index >= 0:
+        # No blank to make room (`((a) | b)` at the start of a line): the outer
+        # parentheses blanked. Its commands, and the redirects after it, are
+        # found all the same (a subshell changes nothing the policies judge).
+        closing = _closing(text, index)
+        if closing > index:
+            return text[:index] + " " + text[index + 1 : closing] + " " + text[closing + 1 :]
     # `$` before `)` is a plain character: `$(grep p$)`.
     match = re.search(r"\$\)", line)
     if match is not None:
@@ -856,8 +924,7 @@ def _repair(chars: _Text, node: tree_sitter.Node) -> str | None:
     while opening >= 0:
         closing = _closing(text, opening + 1)
         if closing >= start and opening not in chars.deferred and _code_at(root, chars, opening):
-            chars.deferred[opening] = (closing + 1, chars.text[opening + 2 : closing])
-            return text[:opening] + "$" + "_" * (closing - opening) + text[closing + 1 :]
+            return chars.defer(opening, closing + 1, chars.text[opening + 2 : closing], "$(...)")
         opening = text.rfind("$(", 0, opening)
     # `a@` or `0@` as a command name: plain characters to bash, which tree-sitter
     # takes for some parameter syntax. Respelt with other plain characters.
@@ -880,13 +947,301 @@ def _repair(chars: _Text, node: tree_sitter.Node) -> str | None:
     match = re.search(r"(?:^|(?<=[\s;&|(]))\d[A-Za-z0-9_]*(=)", line)
     if match is not None:
         return _replace(text, line_start + match.start(1), "_")
-    # A here-document followed by `;` or `&&` on its line.
-    match = re.search(r"<<-?[ \t]*\S+([ \t]*;[ \t])", line)
+    # A here-document followed by `;` on its line (after redirects too: `cat <<EOF
+    # >x; ls`): spelt `&&`, which tree-sitter reads there; the same commands run.
+    # (It may be on an earlier line: tree-sitter stumbles where the body ends.)
+    next_line = text.find("\n", end)
+    fixed = _glued_heredoc(chars, 0, len(text) if next_line < 0 else next_line)
+    if fixed is not None:
+        return fixed
+    match = re.search(r"<<-?[ \t]*\S+[^;\n]*?([ \t]*;[ \t])", line)
     if match is not None and "&&" not in match.group(1):
         semicolon = line_start + match.start(1) + match.group(1).index(";")
         if text[semicolon + 1] in " \t":
             return _replace(text, semicolon, "&&")
     return None
+
+
+_GLUED_HEREDOC = re.compile(r"([A-Za-z0-9_./'\"-]) (<<-?)([A-Za-z0-9_]+); ")
+_CASE_ITEM_END = frozenset({"in", ";;", ";&", ";;&"})
+# Quoted text respelt in a case pattern holds nothing that could end a command
+# or start a substitution, were the quotes not what bash reads: a misreading
+# of where they are can then hide no command.
+_INERT = re.compile(r"[^;&|<>()$`\"'\n]*")
+
+
+def _case_pattern(chars: _Text, node: tree_sitter.Node) -> str | None:
+    """Respell the case patterns around the error `node` so that tree-sitter can read them.
+
+    The pattern is found from the tree (after the `in`, or after the `;;` of
+    the item before) and read to its `)` as bash reads it; inside it, the
+    characters quoted by `'...'`, `$'...'` or a backslash become `_`: still
+    quoted text to bash, of the same length, which changes no structure. A
+    line continuation in it becomes two blanks.
+    """
+    start = chars.char(node.start_byte)
+    item: tree_sitter.Node | None = node
+    while item is not None:
+        kind = item.type
+        if kind == "case_item" or (
+            kind in ("case_statement", "ERROR") and any(c.type == "case" for c in item.children)
+        ):
+            break
+        item = item.parent
+    if item is None:
+        return None
+    if item.type == "case_item":
+        first = chars.char(item.start_byte)
+    else:
+        first = -1
+        for child in item.children:
+            if chars.char(child.start_byte) >= start:
+                break
+            if child.type in _CASE_ITEM_END or child.type == "case_item":
+                first = chars.char(child.end_byte)
+        if first < 0:
+            return None
+    text = chars.repaired
+    found = _pattern_quotes(text, first)
+    if not found:
+        return None
+    out = list(text)
+    for low, high in found:
+        if text[low : low + 2] == "\\\n":
+            # A line continuation: nothing, to bash; blanks do as well.
+            out[low:high] = "  "
+        else:
+            out[low:high] = "_" * (high - low)
+    fixed = "".join(out)
+    # Respelt already, and the error is another one.
+    return None if fixed == text else fixed
+
+
+def _pattern_quotes(text: str, i: int) -> list[tuple[int, int]]:
+    """The quoted characters of the case pattern (or patterns, `a | b`) that starts near `i`.
+
+    Empty when it is no pattern bash would read (no `)` before a bare newline).
+    """
+    n = len(text)
+    while i < n:
+        if text[i] in " \t\n":
+            i += 1
+        elif text.startswith("\\\n", i):
+            i += 2
+        elif text[i] == "#":
+            newline = text.find("\n", i)
+            i = n if newline < 0 else newline
+        else:
+            break
+    if text.startswith("(", i):
+        i += 1
+    found: list[tuple[int, int]] = []
+    depth = 0
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            if text[i + 1 : i + 2] != "":
+                found.append((i, i + 2))
+            i += 2
+        elif c == "'":
+            close = text.find("'", i + 1)
+            if close < 0:
+                return []
+            if _INERT.fullmatch(text, i + 1, close):
+                found.append((i + 1, close))
+            i = close + 1
+        elif text.startswith("$'", i):
+            close = _ansi_c_end(text, i + 2)
+            if close < 0:
+                return []
+            if _INERT.fullmatch(text, i + 2, close - 1):
+                found.append((i + 2, close - 1))
+            i = close
+        elif c == '"':
+            i = _double_end(text, i + 1)
+        elif c == "`":
+            i = _backtick_end(text, i, n)
+        elif text.startswith("$(", i):
+            close = _closing(text, i + 1)
+            i = close + 1 if close >= 0 else -1
+        elif text.startswith("${", i):
+            close = _closing_brace(text, i + 1, n)
+            i = close + 1 if close >= 0 else -1
+        elif c == "(":
+            # An extglob group: `@(a|b)`, `+(x)`.
+            depth += 1
+            i += 1
+        elif c == ")":
+            if depth == 0:
+                return found
+            depth -= 1
+            i += 1
+        elif c == "\n":
+            return []
+        else:
+            i += 1
+        if i < 0:
+            return []
+    return []
+
+
+def _double_end(text: str, i: int) -> int:
+    """The index after the `"` closing a double-quoted string whose text starts at `i`, or -1."""
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+        elif c == '"':
+            return i + 1
+        elif c == "`":
+            i = _backtick_end(text, i, n)
+            if i < 0:
+                return -1
+        elif text.startswith("$(", i):
+            close = _closing(text, i + 1)
+            if close < 0:
+                return -1
+            i = close + 1
+        else:
+            i += 1
+    return -1
+
+
+def _backticks(chars: _Text, node: tree_sitter.Node, start: int, end: int) -> str | None:
+    """Hide the first backtick substitution tree-sitter misreads, up to the error at `start`.
+
+    The backticks tree-sitter read as code are paired as bash pairs them
+    (each opening one closed by the next unescaped backtick); the first pair
+    that holds the error, or that tree-sitter closed elsewhere, is hidden.
+    """
+    root = node
+    while root.parent is not None:
+        root = root.parent
+    text = chars.repaired
+    if "`" not in text:
+        return None
+    ticks: list[tree_sitter.Node] = []
+    todo = [root]
+    while todo:
+        current = todo.pop()
+        if current.type == "`" and not current.is_missing:
+            ticks.append(current)
+        elif current.child_count and chars.char(current.start_byte) <= end:
+            todo.extend(current.children)
+    ticks.sort(key=lambda tick: tick.start_byte)
+    after = 0
+    for tick in ticks:
+        # A "`" token may start at the blanks before it.
+        opening = chars.char(tick.end_byte) - 1
+        if opening < after:
+            continue
+        if opening > end or opening in chars.deferred or not _code_at(root, chars, opening):
+            return None
+        stop = _backtick_end(text, opening, len(text))
+        if stop < 0:
+            return None
+        parent = tick.parent
+        closed = (
+            parent is not None
+            and parent.type == "command_substitution"
+            and parent.children[0] == tick
+            and parent.children[-1].type == "`"
+            and chars.char(parent.end_byte) == stop
+        )
+        if not closed or opening <= start < stop:
+            return chars.defer(opening, stop, chars.text[opening + 1 : stop - 1], "`...`")
+        after = stop
+    return None
+
+
+def _joined(chars: _Text, node: tree_sitter.Node) -> tuple[str, int | None] | None:
+    """Whether tree-sitter ran the simple command `node` on past the end of its line.
+
+    It sometimes does (`a >x | b | c` and the next line `rm -rf /` become
+    one command `c rm -rf /`): bash ends a command at a newline that no
+    quote, backslash or here-document holds, and so must the policies. For
+    such a command: why it is wrong, and where a `;` ends it as bash does
+    (`None` if no `;` can go there).
+    """
+    if node.start_point.row == node.end_point.row:
+        return None
+    text = chars.text
+    previous: tree_sitter.Node | None = None
+    for child in node.children:
+        if child.type == "comment":
+            continue
+        if previous is None:
+            previous = child
+            continue
+        first, last = chars.char(previous.end_byte), chars.char(child.start_byte)
+        heredoc = previous.type == "heredoc_redirect"
+        previous = child
+        # Blanks, line continuations and a comment may stand between words.
+        gap = _COMMENT.sub("", text[first:last].replace("\\\n", "  "))
+        if "\n" not in gap:
+            continue
+        reason = f"it cannot tell where a command ends: {_snippet(text, first)}"
+        line_start = text.rfind("\n", 0, first) + 1
+        if heredoc or "<<" in text[line_start:first] or gap[:1] not in (" ", "\t", "\n"):
+            return reason, None
+        return reason, first
+    return None
+
+
+def _all_joined(chars: _Text, root: tree_sitter.Node) -> str | None:
+    """The script respelt where every command of the tree runs on into the next line.
+
+    `None` if one of them cannot be respelt.
+    """
+    text = chars.repaired
+    todo = [root]
+    while todo:
+        current = todo.pop()
+        if current.type in ("command", "declaration_command"):
+            joined = _joined(chars, current)
+            if joined is not None:
+                if joined[1] is None:
+                    return None
+                # Each respelling is one `;` for one character: they add up.
+                text = _replace(text, joined[1], ";")
+        if current.child_count and current.start_point.row != current.end_point.row:
+            todo.extend(current.children)
+    return text
+
+
+def _first_joined(chars: _Text, root: tree_sitter.Node, end: int) -> str | None:
+    """The script respelt where the first command before `end` runs on into the next line."""
+    todo = [root]
+    while todo:
+        current = todo.pop()
+        if current.type in ("command", "declaration_command"):
+            joined = _joined(chars, current)
+            if joined is not None:
+                # Only the first: after it, a tree with an error is no guide.
+                return None if joined[1] is None else _replace(chars.repaired, joined[1], ";")
+        if current.child_count and chars.char(current.start_byte) <= end:
+            todo.extend(reversed(current.children))
+    return None
+
+
+def _glued_heredoc(chars: _Text, start: int, end: int) -> str | None:
+    """The first `cat <<EOF; ls` between `start` and `end`, respelt `cat<<EOF &&ls`; else `None`.
+
+    tree-sitter takes `EOF;` for the delimiter. Moved one to the left over
+    the blank before it, with `&&` for `; ` (the same commands run), it is
+    read; the operator and the delimiter keep their text (`_Text.ops`).
+    """
+    text = chars.repaired
+    glued = _GLUED_HEREDOC.search(text, start, end)
+    if glued is None:
+        return None
+    op, delimiter = glued.group(2), glued.group(3)
+    blank = glued.start(2) - 1
+    byte = len(text[:blank].encode("utf-8", "surrogatepass"))
+    chars.ops[byte] = op
+    chars.ops[byte + len(op.encode())] = delimiter
+    return text[:blank] + op + delimiter + " &&" + text[glued.end() :]
 
 
 def _code_at(root: tree_sitter.Node, chars: _Text, index: int) -> bool:
@@ -988,9 +1343,14 @@ def _backtick_end(text: str, i: int, end: int) -> int:
     return -1
 
 
-def _tree(script: str) -> tuple[tree_sitter.Node, _Text]:
-    """Parse `script`, repairing what tree-sitter misreads; refuse what stays unreadable."""
+def _respell(script: str) -> str:
+    """The script with what tree-sitter always misreads respelt, position for position."""
     repaired = script
+    if "coproc" in repaired:
+        # `coproc [NAME] compound`: tree-sitter takes it for a command named coproc.
+        # Without the keyword the compound is read as it is; it runs in the background.
+        # First, so that `! coproc { ...; }` shows the `! {` blanked below.
+        repaired = _COPROC.sub(lambda m: m.group(1) + " " * len(m.group(2)), repaired)
     if "!" in repaired or "time" in repaired:
         # `! if ...; fi`, `time { ...; }`: tree-sitter reads these keywords only
         # before simple commands and pipelines. Neither changes what runs: blanked.
@@ -1001,10 +1361,6 @@ def _tree(script: str) -> tuple[tree_sitter.Node, _Text]:
             if blanked == repaired:
                 break
             repaired = blanked
-    if "coproc" in repaired:
-        # `coproc [NAME] compound`: tree-sitter takes it for a command named coproc.
-        # Without the keyword the compound is read as it is; it runs in the background.
-        repaired = _COPROC.sub(lambda m: m.group(1) + " " * len(m.group(2)), repaired)
     if "=" in repaired:
         # `a= b=` at the end of a line: tree-sitter runs the statement on into the
         # next line (`a= b=\nls` becomes `ls` with two assignments). As `a=;b=`
@@ -1022,19 +1378,45 @@ def _tree(script: str) -> tuple[tree_sitter.Node, _Text]:
         # plenty bash runs (`\\(`, a bare `~`, a missing `]`): spelt `_`, it is read
         # as the command it is, its words taken from the original text.
         repaired = _TEST_BRACKET.sub("_", repaired)
-    chars = _Text(script, repaired)
-    for _ in range(_MAX_REPAIRS):
+    return repaired
+
+
+_READ_WRITE = re.compile(r"(?<![<>])<>(?![<>&|])")
+
+
+def _read_write(chars: _Text) -> _Text:
+    """`<>file` and `n<>file` (open to read and write) respelt `> file`, which tree-sitter reads.
+
+    tree-sitter-bash reads no `<>` at all. The redirect keeps its operator
+    (`_Text.ops`, by the byte where the `>` now is); a `<>` in quotes or a
+    comment is respelt too, which changes no word (words are read from the
+    original text) and no structure.
+    """
+    text = chars.repaired
+    out = _READ_WRITE.sub("> ", text)
+    respelt = chars.respelt(out)
+    for match in _READ_WRITE.finditer(text):
+        byte = len(text[: match.start()].encode("utf-8", "surrogatepass"))
+        respelt.ops[byte] = "<>"
+    return respelt
+
+
+def _tree(chars: _Text, budget: list[int]) -> tuple[tree_sitter.Node, _Text]:
+    """Parse `chars`, repairing what tree-sitter misreads; refuse what stays unreadable.
+
+    `budget` holds how many respellings are left for the whole script (the
+    walker spends it too, on misreadings it finds in a tree without errors).
+    """
+    while True:
         root = _ts_parser().parse(chars.data).root_node
         if not root.has_error:
             return root, chars
         error = _first_error(root)
-        fixed = _repair(chars, error)
-        if fixed is None:
-            raise ShellParseError(_describe_error(script, error, chars))
-        ops, deferred = chars.ops, chars.deferred
-        chars = _Text(script, fixed)
-        chars.ops, chars.deferred = ops, deferred
-    raise ShellParseError(_describe_error(script, _first_error(root), chars))
+        fixed = _repair(chars, error) if budget[0] > 0 else None
+        if fixed is None or fixed == chars.repaired:
+            raise ShellParseError(_describe_error(chars.text, error, chars))
+        budget[0] -= 1
+        chars = chars.respelt(fixed)
 
 
 def _parse(script: str, ctx: _Ctx, depth: int) -> list[SimpleCommand]:
@@ -1068,12 +1450,27 @@ def _parse(script: str, ctx: _Ctx, depth: int) -> list[SimpleCommand]:
     if not stripped:
         return []
     try:
-        root, chars = _tree(script)
+        chars = _Text(script, _respell(script))
     except UnicodeEncodeError:
         raise ShellParseError("it is not valid text (a lone surrogate)") from None
-    walker = _Walker(chars, depth)
-    walker.walk(root, ctx)
-    return walker.out
+    if "<>" in script:
+        chars = _read_write(chars)
+    budget = [_MAX_REPAIRS]
+    while True:
+        root, chars = _tree(chars, budget)
+        walker = _Walker(chars, depth)
+        try:
+            walker.walk(root, ctx)
+        except _Misread as misread:
+            # The tree has no error but says something bash does not: respelt
+            # where it went wrong, and read again from the start.
+            if misread.repaired is None or budget[0] <= 0:
+                raise ShellParseError(misread.reason) from None
+            budget[0] -= 1
+            chars = chars.respelt(misread.repaired)
+            continue
+        walker.finish()
+        return walker.out
 
 
 @attrs.frozen
@@ -1113,6 +1510,8 @@ class _Walker:
         self.stack: list[_Item] = []
         # Substitutions the word scanner found and tree-sitter did not.
         self.pending: list[_Item] = []
+        # The substitutions a respelling hid that were met (see `deferred`).
+        self.taken: set[int] = set()
         # Words tree-sitter hung on a redirect, which are the command's (`>&2 "x"`).
         self.extra: list[Word] = []
         # Those words, by the command they belong to (the byte where it starts).
@@ -1187,8 +1586,30 @@ class _Walker:
         else:
             raise ShellParseError(f"it uses a construct the policies do not follow ({kind})")
 
+    def covered(self, node: tree_sitter.Node, children: list[tree_sitter.Node]) -> None:
+        """Refuse a statement list in which tree-sitter passed over a word.
+
+        Between the statements (and their operators) of a list there is only
+        blank space to bash. tree-sitter-bash sometimes drops a token without
+        an error (`- A=` reads as the assignment `A=`, where bash runs `-`): a
+        byte no node holds is a word the tree says nothing of, so the script
+        is refused rather than judged on a reading bash does not make.
+        """
+        data = self.chars.data
+        # The tree's root spans its first token to its last: the whole text is the script's.
+        whole = node.parent is None
+        at = 0 if whole else node.start_byte
+        for child in (*children, None):
+            end = (len(data) if whole else node.end_byte) if child is None else child.start_byte
+            if end > at and data[at:end].replace(b"\\\n", b"").strip(b" \t\r\n"):
+                where = _snippet(self.text, self.chars.char(at))
+                raise ShellParseError(f"tree-sitter-bash passed over a word here: {where}")
+            if child is not None:
+                at = max(at, child.end_byte)
+
     def statements(self, node: tree_sitter.Node, ctx: _Ctx, level: int) -> Iterator[_Item]:
         children = node.children
+        self.covered(node, children)
         for index, child in enumerate(children):
             if not child.is_named:
                 if child.type in (";;", ";&", ";;&") and node.type != "case_item":
@@ -1283,8 +1704,10 @@ class _Walker:
                 fd = int(text) if text.isdigit() else None
             elif not child.is_named and not op:
                 op = self.chars.ops.get(child.start_byte) or self.chars.of(child)
+                if fd is None and op[:1] in "<>":
+                    fd = self.glued(self.chars.char(child.start_byte))
             elif kind == "heredoc_start":
-                delimiter = self.chars.of(child)
+                delimiter = self.chars.ops.get(child.start_byte) or self.chars.of(child)
                 opened = child
             elif kind == "heredoc_body":
                 body = child
@@ -1297,6 +1720,15 @@ class _Walker:
             elif not child.is_named:
                 # `|`, `|&`, `&&`, `||` after a here-document's start.
                 piped_after = piped_after or kind in ("|", "|&")
+            elif (
+                node.type == "heredoc_redirect"
+                and kind in _WORD_NODES
+                and self.on_line(opened, child)
+            ):
+                # `rm <<EOF -rf /`: the words after a here-document's start, on its
+                # line, are the command's (those after it are its body's, which
+                # tree-sitter makes words when the body starts with a backslash).
+                self.extra.append(self.read(child, ctx, level, queued))
             elif node.type == "heredoc_redirect":
                 if kind == "pipeline" and child.children and child.children[0].type in ("|", "|&"):
                     piped_after = True
@@ -1321,6 +1753,51 @@ class _Walker:
         if op in (">&", "<&") and word.static and (word.value.isdigit() or word.value == "-"):
             return [Redirect(op=op, fd=fd, dup=word.value), *found]
         return [Redirect(op=op, fd=fd, target=word), *found]
+
+    def one_line(self, node: tree_sitter.Node) -> None:
+        """Check that tree-sitter did not run a simple command on past the end of its line.
+
+        Where it did, every such command of the tree is respelt at once
+        (each costs a parse otherwise, and a hostile script can hold many).
+        """
+        joined = _joined(self.chars, node)
+        if joined is None:
+            return
+        reason, position = joined
+        root = node
+        while root.parent is not None:
+            root = root.parent
+        raise _Misread(reason, None if position is None else _all_joined(self.chars, root))
+
+    def descriptor(self, node: tree_sitter.Node) -> int | None:
+        """The number of a word that is all digits and glued to a `<` or `>` after it."""
+        start, end = self.chars.span(node)
+        if self.text[end : end + 1] not in ("<", ">") or not self.text[start:end].isdigit():
+            return None
+        return self.glued(end)
+
+    def glued(self, op: int) -> int | None:
+        """The file descriptor written just before the operator at `op`, as bash reads it.
+
+        Digits glued to `<` or `>` and standing alone as a word (`cat 0>x`)
+        name the descriptor; tree-sitter reads `0` so as a word of the command.
+        """
+        first = op
+        while first > 0 and self.text[first - 1] in "0123456789":
+            first -= 1
+        if first == op or (first > 0 and self.text[first - 1] not in " \t\n;&|()"):
+            return None
+        return int(self.text[first:op])
+
+    def on_line(self, opened: tree_sitter.Node | None, node: tree_sitter.Node) -> bool:
+        """Whether `node` starts on the line of the here-document start `opened`."""
+        if opened is None:
+            return False
+        newline = self.text.find("\n", self.chars.char(opened.end_byte))
+        while newline > 0 and self.text[newline - 1] == "\\":
+            # A line continued with a backslash goes on: `rm <<EOF -rf \<newline> /`.
+            newline = self.text.find("\n", newline + 1)
+        return newline < 0 or self.chars.char(node.start_byte) < newline
 
     def check_heredoc_end(
         self,
@@ -1349,9 +1826,15 @@ class _Walker:
         found = [line.lstrip("\t") if strip else line for line in lines]
         if found[-1] != word or word in found[:-1]:
             where = _snippet(self.text, self.chars.char(closed.start_byte))
-            raise ShellParseError(
-                f"it cannot tell where the here-document delimited by {word!r} ends: {where}"
+            reason = f"it cannot tell where the here-document delimited by {word!r} ends: {where}"
+            start = self.chars.char(opened.start_byte)
+            line_end = self.text.find("\n", start)
+            fixed = _glued_heredoc(
+                self.chars,
+                self.text.rfind("\n", 0, start) + 1,
+                len(self.text) if line_end < 0 else line_end,
             )
+            raise _Misread(reason, fixed)
 
     def heredoc(
         self,
@@ -1399,12 +1882,25 @@ class _Walker:
         redirects: list[Redirect] = []
         queued: list[_Item] = []
         after: list[_Item] = []
+        if node.start_point.row != node.end_point.row:
+            self.one_line(node)
+        data = self.chars.data
         for child in node.children:
             kind = child.type
             if kind in _REDIRECT_NODES:
                 redirects.extend(self.redirect(child, ctx, level, queued, after))
                 continue
             if kind == "comment" or not child.is_named:
+                continue
+            if (
+                # A word of digits glued to `<` or `>` (`cat 0<f`), told from a byte
+                # first: asked of every word.
+                48 <= data[child.start_byte] <= 57
+                and data[child.end_byte : child.end_byte + 1] in (b"<", b">")
+                and kind in ("number", "word", "command_name")
+                and self.descriptor(child) is not None
+            ):
+                # `cat 0>x`: tree-sitter takes the 0 for a word; bash, for the redirect's.
                 continue
             # tree-sitter takes `1=x` for an assignment; bash, for a command name.
             # Once the name is read, `A=x` is an argument (`ls A=x`).
@@ -1584,9 +2080,9 @@ class _Walker:
                 found.extend(self.substitution(current, ctx, level))
                 continue
             if kind == "simple_expansion" and self.chars.deferred:
-                deferred = self.chars.deferred.get(self.chars.char(current.start_byte))
-                if deferred is not None:
-                    found.append(self.nested(deferred[1], "$(...)", ctx))
+                start = self.chars.char(current.start_byte)
+                if start in self.chars.deferred:
+                    found.extend(self.deferred(start, ctx, _backtick_mode(current)))
                     continue
             if current.child_count:
                 todo.extend(reversed(current.children))
@@ -1610,15 +2106,60 @@ class _Walker:
         if len(ctx.nesting) > _MAX_DEPTH:
             raise ShellParseError("substitutions are nested too deeply")
         if opener == "`":
-            # Inside backticks a backslash quotes `$`, `` ` `` and `\`: bash reads
-            # the text again after removing them, so that is what is parsed.
-            start, end = self.chars.span(node)
-            return [self.nested(_backtick_text(self.text[start + 1 : end - 1]), label, ctx)]
+            # tree-sitter starts the node (and its "`" token) at the blanks before it.
+            start = self.chars.char(node.children[0].end_byte) - 1
+            end = self.chars.char(node.end_byte)
+            stop = _backtick_end(self.text, start, len(self.text))
+            if stop != end:
+                # tree-sitter paired this backtick with another than bash does
+                # (`"`x 'y'`"` is read on past the second backtick): hidden, and
+                # its code, up to the backtick bash closes it with, parsed apart.
+                if stop < 0:
+                    raise _Misread(f"a backtick is not closed: {_snippet(self.text, start)}", None)
+                raise _Misread(
+                    "it cannot tell where a backtick substitution ends: "
+                    + _snippet(self.text, start),
+                    self.chars.defer(start, stop, self.text[start + 1 : stop - 1], label),
+                )
+            return [self.backtick(self.text[start + 1 : end - 1], _backtick_mode(node), ctx)]
         return [
             _Visit(child, inner, level + 1)
             for child in node.named_children
             if child.type != "comment"
         ]
+
+    def backtick(self, inner: str, mode: _BacktickMode, ctx: _Ctx) -> _Ready:
+        r"""The commands of a backtick substitution's text, read as bash (and sh) read it.
+
+        Inside backticks a backslash quotes `$`, `` ` `` and `\` (and `"`
+        inside double quotes): the shell reads the text again after removing
+        those backslashes, so that is what is parsed. Where bash and dash
+        remove different ones (a here-document, `${x:-...}`), both readings
+        are parsed, and the commands of both are judged.
+        """
+        readings = _backtick_readings(inner, mode)
+        if len(readings) == 1:
+            return self.nested(readings[0], "`...`", ctx)
+        found: list[SimpleCommand] = []
+        for reading in readings:
+            found.extend(self.nested(reading, "`...`", ctx).commands)
+        return _Ready(tuple(found))
+
+    def deferred(self, start: int, ctx: _Ctx, mode: _BacktickMode = "plain") -> list[_Item]:
+        """The commands of a substitution a respelling hid, the first time it is met."""
+        if start in self.taken:
+            return []
+        self.taken.add(start)
+        _, code, label = self.chars.deferred[start]
+        if label == "`...`":
+            return [self.backtick(code, mode, ctx)]
+        return [self.nested(code, label, ctx)]
+
+    def finish(self) -> None:
+        """Refuse the script if a substitution a respelling hid was met nowhere."""
+        for start in self.chars.deferred:
+            if start not in self.taken:
+                raise ShellParseError(f"lost track of a substitution: {_snippet(self.text, start)}")
 
     def nested(self, script: str, label: str, ctx: _Ctx) -> _Ready:
         """The commands of a substitution's code, parsed on its own."""
@@ -1661,10 +2202,17 @@ class _Walker:
         raw = self.text[start:end]
         if not _WORD_SPECIAL.search(raw):
             # Most words are plain text: nothing to scan.
-            return Word(raw=raw, parts=(Part("text", raw),) if raw else ())
+            return _plain_word(raw)
         parts: list[Part] = []
         _Scanner(self, self.spans(node), ctx, level).scan(start, end, parts, assignment=assignment)
         return Word(raw=raw, parts=_merge(parts))
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_word(raw: str) -> Word:
+    # Words are immutable, and the same plain ones (`-rf`, `echo`, `/dev/null`)
+    # come again and again: made once.
+    return Word(raw=raw, parts=(Part("text", raw),) if raw else ())
 
 
 _Item: TypeAlias = "_Visit | _Emit | _Ready"
@@ -1685,18 +2233,52 @@ _EXPRESSIONS = frozenset(
 )  # fmt: skip
 
 
-def _backtick_text(inner: str) -> str:
+_BacktickMode: TypeAlias = Literal["plain", "double", "either"]
+
+
+def _backtick_text(inner: str, quoted: bool = False) -> str:
+    """The code of `` `inner` `` after the shell's backslash removal (`"` too if in quotes)."""
+    special = '$`\\"' if quoted else "$`\\"
     out: list[str] = []
     i = 0
     while i < len(inner):
         c = inner[i]
-        if c == "\\" and i + 1 < len(inner) and inner[i + 1] in "$`\\":
+        if c == "\\" and i + 1 < len(inner) and inner[i + 1] in special:
             out.append(inner[i + 1])
             i += 2
             continue
         out.append(c)
         i += 1
     return "".join(out)
+
+
+def _backtick_readings(inner: str, mode: _BacktickMode) -> tuple[str, ...]:
+    r"""The code a backtick substitution runs: one reading, or bash's and dash's if they differ.
+
+    `mode` says where the backticks are: `plain` (code), `double` (in double
+    quotes, where bash and dash both remove the backslash of `\"`), or
+    `either` (a here-document, a `${...}` in double quotes: dash removes
+    it, bash keeps it).
+    """
+    if '\\"' not in inner or mode == "plain":
+        return (_backtick_text(inner),)
+    if mode == "double":
+        return (_backtick_text(inner, quoted=True),)
+    return (_backtick_text(inner), _backtick_text(inner, quoted=True))
+
+
+def _backtick_mode(node: tree_sitter.Node) -> _BacktickMode:
+    """Where tree-sitter found the backtick substitution `node`: in code, double quotes, or else."""
+    parent = node.parent
+    if parent is None:
+        return "plain"
+    if parent.type == "string":
+        return "double"
+    while parent is not None and parent.type not in ("command_substitution", "program"):
+        if parent.type in ("heredoc_body", "expansion"):
+            return "either"
+        parent = parent.parent
+    return "plain"
 
 
 class _Scanner:
@@ -1718,27 +2300,30 @@ class _Scanner:
         # How many `${...}` deep the reading is: each is read by a recursive call.
         self.nested = 0
 
-    def span_end(self, i: int, end: int) -> int:
+    def span_end(self, i: int, end: int, mode: _BacktickMode = "plain") -> int:
         node = self.spans.get(i)
         if node is None:
-            return self.unseen(i, end)
+            return self.unseen(i, end, mode)
         stop = self.walker.chars.char(node.end_byte)
         if stop > end:
             raise ShellParseError(f"lost track of a substitution: {_snippet(self.src, i)}")
         return stop
 
-    def unseen(self, i: int, end: int) -> int:
+    def unseen(self, i: int, end: int, mode: _BacktickMode) -> int:
         """A substitution tree-sitter did not see (or a repair hid): parsed here, on its own."""
         src = self.src
         deferred = self.walker.chars.deferred.get(i)
         if deferred is not None:
-            # Its commands were queued from the tree's `$___` stand-in.
+            # Its commands were queued from the tree's `$___` stand-in, if the
+            # tree has it where the words have it; if not, they are now.
+            self.walker.pending.extend(self.walker.deferred(i, self.ctx, mode))
             return deferred[0]
         if src[i] == "`":
             stop = _backtick_end(src, i, end)
             if stop < 0:
                 raise ShellParseError(f"a backtick is not closed: {_snippet(src, i)}")
-            script, label = _backtick_text(src[i + 1 : stop - 1]), "`...`"
+            self.walker.pending.append(self.walker.backtick(src[i + 1 : stop - 1], mode, self.ctx))
+            return stop
         elif src.startswith("${", i):
             # `${a%${a#?}}`: tree-sitter saw the outer one only. Its value is
             # unknown anyway; the substitutions in it are found all the same.
@@ -1780,7 +2365,7 @@ class _Scanner:
             elif c == "$":
                 i = self.dollar(i, end, ignored, quoted=True)
             elif c == "`" or (c in "<>" and src.startswith("(", i + 1)):
-                i = self.span_end(i, end)
+                i = self.span_end(i, end, "either")
             else:
                 i += 1
         self.nested -= 1
@@ -1851,7 +2436,7 @@ class _Scanner:
             elif c == "$":
                 i = self.dollar(i, end, parts, quoted=True)
             elif c == "`":
-                stop = self.span_end(i, end)
+                stop = self.span_end(i, end, "double")
                 parts.append(Part("command", src[i:stop], True))
                 i = stop
             else:
@@ -1870,7 +2455,7 @@ class _Scanner:
             elif c == "$":
                 i = self.dollar(i, end, parts, quoted=True)
             elif c == "`":
-                stop = self.span_end(i, end)
+                stop = self.span_end(i, end, "either")
                 parts.append(Part("command", src[i:stop], True))
                 i = stop
             else:

@@ -3357,6 +3357,20 @@ def parse_script(script: str) -> tuple[SimpleCommand, ...]:
             too deeply or is too long; the message says which.
 
     """
+    if len(script) <= _CACHED_SCRIPT:
+        return _parse_cached(script)
+    return tuple(_parse(script, _Ctx(), 0))
+
+
+# Agents run the same short commands again and again (`ls`, `git status`, a
+# test command), and a script's reading is a function of its text alone (the
+# commands are immutable): the last ones read are kept. A refusal is raised
+# again each time, never kept.
+_CACHED_SCRIPT = 2048
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_cached(script: str) -> tuple[SimpleCommand, ...]:
     return tuple(_parse(script, _Ctx(), 0))
 
 

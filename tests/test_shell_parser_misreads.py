@@ -98,6 +98,8 @@ CASES = {
     "negated-subshell-after-while": "while ! (X); do :; done",
     "negated-coproc-group": "! coproc { X; }",
     "negated-coproc-group-after-if": "if ! coproc { X; }; then :; fi",
+    "timed-coproc-group-after-then": "if [ -f x ]; then time coproc { X; }; fi",
+    "timed-negated-coproc-subshell": "! time ! coproc ( X )",
 }
 
 HARMLESS = "mkdir -p out"

@@ -697,6 +697,8 @@ _QUOTED_NODES = frozenset(
 )
 _EMPTY_SUBSTITUTION = re.compile(r"\$\([ \t]*\)")
 _REDIRECT_NODES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
+# Tokens tree-sitter makes operators of, even among a command's words.
+_OPERATOR_WORDS = frozenset({"==", "!=", "=~"})
 _COMPOUND_START = re.compile(r"[{(]|(?:while|until|if|for|case|select|\[\[)(?=[\s;&|()])")
 _COPROC = re.compile(
     r"(?:^|(?<=[\n;&|({)!])|(?<=\bthen)|(?<=\bdo)|(?<=\belse)|(?<=\bif)|(?<=\belif)"
@@ -1351,21 +1353,22 @@ def _backtick_end(text: str, i: int, end: int) -> int:
 def _respell(script: str) -> str:
     """The script with what tree-sitter always misreads respelt, position for position."""
     repaired = script
-    if "coproc" in repaired:
-        # `coproc [NAME] compound`: tree-sitter takes it for a command named coproc.
-        # Without the keyword the compound is read as it is; it runs in the background.
-        # First, so that `! coproc { ...; }` shows the `! {` blanked below.
-        repaired = _COPROC.sub(lambda m: m.group(1) + " " * len(m.group(2)), repaired)
-    if "!" in repaired or "time" in repaired:
-        # `! if ...; fi`, `time { ...; }`: tree-sitter reads these keywords only
-        # before simple commands and pipelines. Neither changes what runs: blanked.
-        for _ in range(4):  # `! time if`: one keyword blanked shows the next
+    # `! if ...; fi`, `time { ...; }`: tree-sitter reads these keywords only
+    # before simple commands and pipelines; and `coproc [NAME] compound` it takes
+    # for a command named coproc. None of them changes what runs: blanked (a
+    # coproc's compound runs in the background), over and over, since one
+    # blanked may show the next (`! time if`, `time coproc {`, `! coproc {`).
+    for _ in range(8):
+        blanked = repaired
+        if "!" in blanked or "time" in blanked:
             blanked = _NEGATED_COMPOUND.sub(
-                lambda m: m.group(1) + " " * (m.end() - m.start(1) - len(m.group(1))), repaired
+                lambda m: m.group(1) + " " * (m.end() - m.start(1) - len(m.group(1))), blanked
             )
-            if blanked == repaired:
-                break
-            repaired = blanked
+        if "coproc" in blanked:
+            blanked = _COPROC.sub(lambda m: m.group(1) + " " * len(m.group(2)), blanked)
+        if blanked == repaired:
+            break
+        repaired = blanked
     if "=" in repaired:
         # `a= b=` at the end of a line: tree-sitter runs the statement on into the
         # next line (`a= b=\nls` becomes `ls` with two assignments). As `a=;b=`
@@ -1894,6 +1897,12 @@ class _Walker:
             kind = child.type
             if kind in _REDIRECT_NODES:
                 redirects.extend(self.redirect(child, ctx, level, queued, after))
+                continue
+            if kind in _OPERATOR_WORDS:
+                # tree-sitter takes these for operators; in a command, bash takes
+                # them for words (`[ a == b ]`, `0 == 0`).
+                start, end = self.chars.span(child)
+                items.append((False, _plain_word(self.text[start:end]), end))
                 continue
             if kind == "comment" or not child.is_named:
                 continue

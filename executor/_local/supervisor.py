@@ -76,6 +76,8 @@ _DEFAULTS = tuple(
     number for number in signal.valid_signals() if number not in (signal.SIGKILL, signal.SIGSTOP)
 )
 _MAX_FDS = 5
+# How long a supervisor that is ending waits for a shim to obey SIGTERM.
+_SHIM_TERM_WAIT = 1.0
 # The largest request (a marshalled argv and environment) a shim takes.
 _REQUEST_SIZE = 1 << 20
 # How long a kill waits for a process that does not die of SIGKILL (one in
@@ -838,8 +840,15 @@ class _Supervisor:
                 wake.drain()
         for pid in self.shims:
             _send(pid, signal.SIGTERM)
+        # A shim that has not ended a moment after SIGTERM (one caught in a
+        # blocking receive, which a handler that returns does not cut short)
+        # is killed: nothing may keep the supervisor, and so the trees, alive.
+        stubborn = time.monotonic() + _SHIM_TERM_WAIT
         # Orphans of a shim that was killed are the supervisor's now.
         while self._reap():
+            if self.shims and time.monotonic() > stubborn:
+                for pid in self.shims:
+                    _send(pid, signal.SIGKILL)
             base = self.config.get("v2")
             if base:
                 with contextlib.suppress(OSError):

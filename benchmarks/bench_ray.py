@@ -6,17 +6,19 @@ each) and measures, in one run:
 
 - overhead: the wall time of `true`, back to back, through a `RayExecutor`
   on the second node against a local `LocalExecutor.exec_cmd` (the added
-  time is Ray's round trips and the actor);
+  time is the trip to the actor and back); and the same through Ray's
+  calls alone (`direct=False`: no channel, the way a driver that cannot
+  reach the node's address runs);
 - fan-out: 200 concurrent `true` commands spread over a `RayPool` of two
   executors, one on each node, in wall time and commands per second;
 - streaming: `head -c N /dev/zero` (it writes 4 KiB at a time into the
   pipe) on the node into a sink that counts bytes, in MB/s (10^6 B), against
   the same command through a local executor (pipes of the executor's
-  default size, 1 MiB as root), alternating sides round by round; the
+  default size, 1 MiB as root), the sides taking turns round by round; the
   median of the rounds, and the items the sink saw per side;
 - first line: the time from the call to the sink's first chunk of
-  `echo x; sleep 0.05` (a small output must not wait for a batch), through
-  Ray against local, alternating.
+  `echo x; sleep 0.05` (a small output must not wait for a batch), on each
+  side, taking turns.
 
 Targets: <= 3 ms added per command; >= 200 MB/s streaming. Without Ray the
 script says so and exits 0.
@@ -41,29 +43,35 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 ADDED_TARGET = 0.003
+DIRECT = "RayExecutor (second node)"
+CALLS = "RayExecutor, direct=False"
+LOCAL = "LocalExecutor"
 STREAM_TARGET = 200e6
 
 
-async def overhead(
-    ray_ex: ToolExecutor, local_ex: ToolExecutor, count: int
-) -> tuple[h.Stats, h.Stats]:
+Sides = list[tuple[str, "ToolExecutor"]]
+
+
+def _rotated(sides: Sides, turn: int) -> Sides:
+    """The sides in the order of round `turn`: each goes first as often as the others."""
+    shift = turn % len(sides)
+    return sides[shift:] + sides[:shift]
+
+
+async def overhead(sides: Sides, count: int) -> dict[str, h.Stats]:
+    """Seconds per `true` on each side, back to back, the sides taking turns."""
     from executor import Command
 
-    ours: list[float] = []
-    local: list[float] = []
-    for warm in (ray_ex, local_ex):
+    times: dict[str, list[float]] = {name: [] for name, _ in sides}
+    for _, ex in sides:
         for _ in range(5):
-            await warm.exec_cmd(Command.exec(["true"]))
+            await ex.exec_cmd(Command.exec(["true"]))
     for turn in range(count):
-        sides: list[tuple[str, ToolExecutor, list[float]]] = [
-            ("ray", ray_ex, ours),
-            ("local", local_ex, local),
-        ]
-        for _, ex, times in sides if turn % 2 else reversed(sides):
+        for name, ex in _rotated(sides, turn):
             started = time.perf_counter()
             await ex.exec_cmd(Command.exec(["true"]))
-            times.append(time.perf_counter() - started)
-    return h.Stats(ours), h.Stats(local)
+            times[name].append(time.perf_counter() - started)
+    return {name: h.Stats(values) for name, values in times.items()}
 
 
 async def fan_out(executors: list[RayExecutor], total: int) -> float:
@@ -76,18 +84,15 @@ async def fan_out(executors: list[RayExecutor], total: int) -> float:
     return time.perf_counter() - started
 
 
-async def streaming(
-    ray_ex: ToolExecutor, local_ex: ToolExecutor, size: int, rounds: int
-) -> tuple[h.Stats, h.Stats, int, int]:
-    """MB/s through Ray and locally, `rounds` each, and the chunks the sink saw per side."""
+async def streaming(sides: Sides, size: int, rounds: int) -> dict[str, tuple[h.Stats, int]]:
+    """MB/s on each side, `rounds` each, and the chunks the sink saw per run."""
     from executor import Chunk, Command
 
     cmd = Command.shell(f"head -c {size} /dev/zero")
-    rates: dict[str, list[float]] = {"ray": [], "local": []}
-    chunks = {"ray": 0, "local": 0}
-    sides: list[tuple[str, ToolExecutor]] = [("ray", ray_ex), ("local", local_ex)]
+    rates: dict[str, list[float]] = {name: [] for name, _ in sides}
+    chunks = dict.fromkeys(rates, 0)
     for turn in range(rounds):
-        for name, ex in sides if turn % 2 == 0 else reversed(sides):
+        for name, ex in _rotated(sides, turn):
             seen = count = 0
 
             def counted(chunk: Chunk) -> None:
@@ -100,20 +105,17 @@ async def streaming(
             rates[name].append(size / (time.perf_counter() - started))
             assert seen == size, (seen, size)
             chunks[name] = count
-    return h.Stats(rates["ray"]), h.Stats(rates["local"]), chunks["ray"], chunks["local"]
+    return {name: (h.Stats(values), chunks[name]) for name, values in rates.items()}
 
 
-async def first_line(
-    ray_ex: ToolExecutor, local_ex: ToolExecutor, count: int
-) -> tuple[h.Stats, h.Stats]:
-    """Seconds from the call to the first chunk of a small output: through Ray, locally."""
+async def first_line(sides: Sides, count: int) -> dict[str, h.Stats]:
+    """Seconds from the call to the first chunk of a small output, on each side."""
     from executor import Chunk, Command
 
     cmd = Command.shell("echo x; sleep 0.05")
-    times: dict[str, list[float]] = {"ray": [], "local": []}
-    sides: list[tuple[str, ToolExecutor]] = [("ray", ray_ex), ("local", local_ex)]
+    times: dict[str, list[float]] = {name: [] for name, _ in sides}
     for turn in range(count):
-        for name, ex in sides if turn % 2 == 0 else reversed(sides):
+        for name, ex in _rotated(sides, turn):
             first: list[float] = []
 
             def seen(chunk: Chunk, first: list[float] = first) -> None:
@@ -123,7 +125,7 @@ async def first_line(
             started = time.perf_counter()
             await ex.exec_cmd_streaming(cmd, seen)
             times[name].append(first[0] - started)
-    return h.Stats(times["ray"]), h.Stats(times["local"])
+    return {name: h.Stats(values) for name, values in times.items()}
 
 
 async def main() -> int:
@@ -151,50 +153,61 @@ async def main() -> int:
         # One executor a side for every figure but the pool's, all placed at
         # once: each actor placed costs seconds.
         ray_ex = RayExecutor(resources={"second": 0.01}, output_limit=1 << 20)
+        calls_ex = RayExecutor(resources={"second": 0.01}, output_limit=1 << 20, direct=False)
         local_ex = LocalExecutor(output_limit=1 << 20)
         pool = RayPool(2)
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(ray_ex.aclose)
+            stack.push_async_callback(calls_ex.aclose)
             await stack.enter_async_context(local_ex)
             await stack.enter_async_context(pool)
             pooled = [pool.executor(index) for index in range(2)]
-            await asyncio.gather(ray_ex.node(), *(ex.node() for ex in pooled))
-            ours, local = await overhead(ray_ex, local_ex, count)
-            ray_line, local_line = await first_line(ray_ex, local_ex, lines)
-            streamed = await streaming(ray_ex, local_ex, size, rounds)
-            through_ray, through_local, ray_chunks, local_chunks = streamed
+            await asyncio.gather(ray_ex.node(), calls_ex.node(), *(ex.node() for ex in pooled))
+            sides: Sides = [(DIRECT, ray_ex), (CALLS, calls_ex), (LOCAL, local_ex)]
+            per_command = await overhead(sides, count)
+            lines_seen = await first_line(sides, lines)
+            streamed = await streaming(sides, size, rounds)
             wall = await fan_out(pooled, total)
     finally:
         ray.shutdown()
         cluster.stop()
-    added = ours.median - local.median
-    print(f"`true`, {count} per side, alternating (load {os.getloadavg()[0]:.1f})")
+    local = per_command[LOCAL]
+    print(f"`true`, {count} per side, taking turns (load {os.getloadavg()[0]:.1f})")
     h.print_table(
-        ["side", "median ms", "p99 ms"],
+        ["side", "median ms", "p99 ms", "added ms"],
         [
-            ["RayExecutor (second node)", h.fmt_ms(ours.median), h.fmt_ms(ours.p99)],
-            ["LocalExecutor", h.fmt_ms(local.median), h.fmt_ms(local.p99)],
+            [
+                name,
+                h.fmt_ms(stats.median),
+                h.fmt_ms(stats.p99),
+                h.fmt_ms(stats.median - local.median),
+            ]
+            for name, stats in per_command.items()
         ],
     )
+    added = per_command[DIRECT].median - local.median
     print(f"target: <= 3 ms added: {added * 1000:.2f} ms {h.verdict(added <= ADDED_TARGET)}")
     print(f"{total} concurrent `true` over a 2-executor pool: {wall:.2f} s, {total / wall:.0f}/s")
     print(
-        f"streaming {size >> 20} MiB (head -c), median of {rounds} "
-        f"(load {os.getloadavg()[0]:.1f}): ray {through_ray.median / 1e6:.0f} MB/s "
-        f"({ray_chunks} chunks), local {through_local.median / 1e6:.0f} MB/s "
-        f"({local_chunks} chunks), ray / local {through_ray.median / through_local.median:.2f}"
+        f"streaming {size >> 20} MiB (head -c: 4 KiB writes; 1 MiB pipes as root), "
+        f"median of {rounds} (load {os.getloadavg()[0]:.1f})"
     )
+    local_rate = streamed[LOCAL][0].median
+    h.print_table(
+        ["side", "MB/s", "chunks", "/ local"],
+        [
+            [name, f"{stats.median / 1e6:.0f}", str(chunks), f"{stats.median / local_rate:.2f}"]
+            for name, (stats, chunks) in streamed.items()
+        ],
+    )
+    rate = streamed[DIRECT][0].median
     print(
-        f"target: >= 200 MB/s through Ray: {through_ray.median / 1e6:.0f} MB/s "
-        f"{h.verdict(through_ray.median >= STREAM_TARGET)}"
+        f"target: >= 200 MB/s through Ray: {rate / 1e6:.0f} MB/s {h.verdict(rate >= STREAM_TARGET)}"
     )
-    print(f"first chunk of `echo x`, {lines} per side, alternating")
+    print(f"first chunk of `echo x`, {lines} per side, taking turns")
     h.print_table(
         ["side", "median ms", "p99 ms"],
-        [
-            ["RayExecutor (second node)", h.fmt_ms(ray_line.median), h.fmt_ms(ray_line.p99)],
-            ["LocalExecutor", h.fmt_ms(local_line.median), h.fmt_ms(local_line.p99)],
-        ],
+        [[name, h.fmt_ms(stats.median), h.fmt_ms(stats.p99)] for name, stats in lines_seen.items()],
     )
     return 0
 

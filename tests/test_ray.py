@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -336,6 +337,77 @@ async def test_a_command_is_never_run_twice(cluster: RayCluster, tmp_path: Path)
         assert log.read_text() == "run\n"
     finally:
         await ex.aclose()
+
+
+async def test_rays_calls_carry_commands_when_direct_is_off(cluster: RayCluster) -> None:
+    """`direct=False`: no channel; output streams, failures keep their exit code and stderr."""
+    chunks: list[Chunk] = []
+    async with on_second(direct=False) as ex:
+        assert ex._connections is None
+        out = await ex.exec_cmd_streaming(Command.shell("echo one; echo two >&2"), chunks.append)
+        assert (out.stdout, out.stderr) == (b"one\n", b"two\n")
+        assert sorted(chunk.data for chunk in chunks) == [b"one\n", b"two\n"]
+        with pytest.raises(NonZeroExit) as failed:
+            await ex.exec_cmd(Command.shell("echo why >&2; exit 3"))
+        assert failed.value.output.exit_code == 3
+        assert failed.value.output.stderr == b"why\n"
+
+
+async def test_the_channel_serves_only_who_shows_the_token(
+    cluster: RayCluster, tmp_path: Path
+) -> None:
+    """A connection to the actor's port without its token is dropped, and runs nothing."""
+    import pickle
+
+    from executor._ray.channel import HEADER, TOKEN_SIZE
+
+    marker = tmp_path / "ran"
+    async with on_second(tmp_path) as ex:
+        await ex.exec_cmd(Command.exec(["true"]))
+        assert ex._connections is not None
+        reader, writer = await asyncio.open_connection(ex._connections.host, ex._connections.port)
+        request = pickle.dumps((10_000, Command.exec(["touch", str(marker)]), False))
+        writer.write(b"\0" * TOKEN_SIZE + HEADER.pack(b"r", len(request)) + request)
+        await writer.drain()
+        with anyio.fail_after(10):
+            assert await reader.read() == b"", "the node answered a stranger"
+        writer.close()
+        await anyio.sleep(0.5)
+        assert not marker.exists(), "a request without the token ran"
+        # The executor's own connections still work.
+        assert (await ex.exec_cmd(Command.shell("echo ok"))).text() == "ok\n"
+
+
+async def test_an_unreachable_channel_falls_back_to_rays_calls(cluster: RayCluster) -> None:
+    """A driver that cannot reach the node's address runs its commands through Ray instead."""
+    from executor._ray.channel import Connections
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens here once it is closed
+    async with on_second() as ex:
+        await ex.node()
+        ex._connections = Connections("127.0.0.1", port, b"\0" * 32, connect_timeout=2.0)
+        chunks: list[Chunk] = []
+        out = await ex.exec_cmd_streaming(Command.shell("echo fell back"), chunks.append)
+        assert out.text() == "fell back\n"
+        assert b"".join(chunk.data for chunk in chunks) == b"fell back\n"
+        assert ex._connections is None, "the unreachable channel is tried once, then left"
+        assert (await ex.exec_cmd(Command.shell("echo again"))).text() == "again\n"
+
+
+async def test_channel_connections_are_reused_and_bounded(cluster: RayCluster) -> None:
+    """Commands one after another share one connection; a burst's extra ones are closed."""
+    async with on_second() as ex:
+        for number in range(5):
+            assert (await ex.exec_cmd(Command.shell(f"echo {number}"))).text() == f"{number}\n"
+        assert ex._connections is not None
+        assert len(ex._connections._idle) == 1
+        outs = await asyncio.gather(
+            *(ex.exec_cmd(Command.shell(f"sleep 0.2; echo {n}")) for n in range(20))
+        )
+        assert [out.text() for out in outs] == [f"{n}\n" for n in range(20)]
+        assert len(ex._connections._idle) == 8
 
 
 async def test_pool_spreads_executors_over_the_nodes(cluster: RayCluster) -> None:

@@ -2,16 +2,17 @@
 
 `pip install executor[ray]`. The executor places one actor (see
 `executor._ray.node`) by resources, a custom resource, a node id or a
-placement group bundle, at the first command or on `async with`. Every
-call goes to that actor: commands and file operations stream their output
-back as Ray streaming generators (items gathered on the node, carried
-inside Ray's messages to this process: see `executor._ray.node`),
-sessions keep one generator open for their output and send each stdin
-event as a call, listings come in batches. The actor is made with no
-restarts and no task retries, so Ray never runs a command twice. While a
-call waits, the actor is pinged: one that stops answering (its worker or
-its node died) fails the call with `ExecutorError` naming it, within
-`ping_timeout` seconds and a ping period.
+placement group bundle, at the first command or on `async with`. Commands
+go to that actor over a TCP connection of their own (see
+`executor._ray.channel`), or, where the node's address is out of reach
+(or `direct=False`), through Ray's calls: streaming generators whose
+items gather on the node. Sessions keep one generator open for their
+output and send each stdin event as a call, listings come in batches. The
+actor is made with no restarts and no task retries, so Ray never runs a
+command twice. While a call waits, the actor is pinged: one that stops
+answering (its worker or its node died) fails the call with
+`ExecutorError` naming it, within `ping_timeout` seconds and a ping
+period.
 
 `RayPool` places many executors over the cluster through one placement
 group and says where each runs.
@@ -35,6 +36,7 @@ from executor._core.errors import ExecutorError
 from executor._core.output import Chunk, CommandOutput
 from executor._core.session import ProcessSession
 from executor._local.sandbox import Sandbox
+from executor._ray.channel import Connection, Connections
 from executor._ray.node import (
     IN_FLIGHT,
     INLINE_LIMIT,
@@ -49,6 +51,8 @@ __all__ = ["NODE_VARIABLE", "NodeInfo", "RayExecutor", "RayPool", "RaySession"]
 
 _T = TypeVar("_T")
 _INSTALL = "RayExecutor needs Ray: pip install 'executor[ray]'"
+# Seconds to connect to an actor's channel before commands fall back to Ray's calls.
+_CONNECT_TIMEOUT = 5.0
 
 
 def _ray() -> Any:
@@ -111,6 +115,12 @@ class RayExecutor(CommandRunner):
         ping_interval: Seconds between liveness checks while a call waits.
         ping_timeout: Seconds a liveness check may take before the actor counts
             as gone (a busy node answers late, so not too few).
+        direct: Send commands and their output over a TCP connection straight
+            to the actor (on the address Ray knows its node by, checked by a
+            token the actor gives through Ray), not through Ray's calls: a
+            fraction of their cost per command and per byte. Where that
+            address cannot be reached from here (Ray Client) commands fall
+            back to Ray's calls; `False` keeps to them from the start.
 
     The other options (`default_timeout`, `kill_grace`, `output_limit`, `envs`, ...)
     are the node's `LocalExecutor`'s. Commands see `EXECUTOR_RAY_NODE_ID`.
@@ -130,10 +140,12 @@ class RayExecutor(CommandRunner):
     placement_timeout: float = attrs.field(default=120.0, kw_only=True)
     ping_interval: float = attrs.field(default=2.0, kw_only=True)
     ping_timeout: float = attrs.field(default=30.0, kw_only=True)
+    direct: bool = attrs.field(default=True, kw_only=True)
     _actor: Any = attrs.field(init=False, default=None, repr=False)
     _info: NodeInfo | None = attrs.field(init=False, default=None, repr=False)
     _lock: anyio.Lock | None = attrs.field(init=False, default=None, repr=False)
     _ids: itertools.count[int] = attrs.field(init=False, factory=itertools.count, repr=False)
+    _connections: Connections | None = attrs.field(init=False, default=None, repr=False)
 
     def __repr__(self) -> str:
         where = self._info.node_id[:12] if self._info else "unplaced"
@@ -215,6 +227,9 @@ class RayExecutor(CommandRunner):
                     if isinstance(error, Exception) and _is_ray_error(error):
                         raise ExecutorError(f"the Ray actor could not start: {error}") from None
                     raise
+                host, port, token = described.pop("channel")
+                if self.direct:
+                    self._connections = Connections(host, port, token, _CONNECT_TIMEOUT)
                 self._info = NodeInfo(**described)
                 self._actor = actor
         return self._actor
@@ -234,6 +249,9 @@ class RayExecutor(CommandRunner):
             ray.kill(actor, no_restart=True)
 
     async def _shut_down(self) -> None:
+        if self._connections is not None:
+            self._connections.close()
+            self._connections = None
         actor, self._actor = self._actor, None
         if actor is not None:
             await self._kill_actor(actor)
@@ -318,20 +336,37 @@ class RayExecutor(CommandRunner):
         actor = await self._ensure()
         run_id = next(self._ids)
         finished = False
+        connection: Connection | None = None
+        connections = self._connections
 
         async def take(chunks: list[Chunk]) -> None:
             if sink is not None:
                 for chunk in chunks:
                     await call_sink(sink, chunk)
 
+        if connections is not None:
+            try:
+                connection = await connections.take()
+            except OSError:
+                # The node's address is not reachable from this driver: Ray's
+                # calls carry this executor's commands from now on.
+                self._connections = connections = None
         try:
-            if sink is None:
+            if connection is not None:
+                outcome = await self._guarded(
+                    actor, functools.partial(self._run_direct, connection, run_id, cmd, sink)
+                )
+            elif sink is None:
                 outcome = await self._call(actor, actor.run_whole.remote(run_id, cmd))
             else:
                 outcome = await self._stream(actor, _streamed(actor.run).remote(run_id, cmd), take)
             finished = True
         finally:
-            if not finished:
+            if connection is not None and connections is not None and finished:
+                connections.give_back(connection)
+            elif not finished:
+                if connection is not None:
+                    connection.close()  # the node cancels the run as it sees the end
                 # Cancelled, a failing sink, a lost actor: end the tree on the node.
                 await run_to_completion(functools.partial(self._cancel_run, actor, run_id))
         if outcome[0] == "done":
@@ -339,6 +374,23 @@ class RayExecutor(CommandRunner):
             return output
         # The node's executor already streamed a failure's output to the sink.
         raise decode_failure(outcome)
+
+    async def _run_direct(
+        self, connection: Connection, run_id: int, cmd: Command, sink: Sink | None
+    ) -> tuple[Any, ...]:
+        """One command over the actor's channel: its outcome (its output to `sink` as it comes)."""
+
+        async def take(chunk: Chunk) -> None:
+            assert sink is not None
+            await call_sink(sink, chunk)
+
+        try:
+            outcome: tuple[Any, ...] = await connection.run(
+                run_id, cmd, take if sink is not None else None
+            )
+        except OSError as error:
+            raise self._gone(error) from None
+        return outcome
 
     async def _cancel_run(self, actor: Any, run_id: int) -> None:
         with contextlib.suppress(Exception):

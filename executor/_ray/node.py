@@ -3,8 +3,9 @@
 It runs in a Ray worker process on the chosen node, as an async actor (its
 methods run on the worker's event loop, many at once). Commands run
 through a `LocalExecutor` (sandboxed when asked), created on the first
-call. Output travels back as Ray streaming generators: `("chunks", runs)`
-items, then one outcome item. A run is one stream's output (stdout or
+call. A command comes over the actor's channel (`executor._ray.channel`)
+or through Ray's calls; there, output travels back as Ray streaming
+generators: `("chunks", runs)` items, then one outcome item. A run is one stream's output (stdout or
 stderr) as the chunks' buffers, pickled out of band so Ray copies them
 once, into its message; the driver joins each run into one chunk. Items
 gather on the node while the one before travels (see `_Outbox`) and go
@@ -28,7 +29,7 @@ import shutil
 import signal
 import socket
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from executor._core import errors
@@ -40,6 +41,7 @@ from executor._core.session import ProcessSession
 from executor._core.stdin import Bytes, Resize, Signal, UnixSignal
 from executor._local.executor import LocalExecutor
 from executor._local.sandbox import Sandbox
+from executor._ray.channel import ChannelServer
 
 __all__ = [
     "INLINE_LIMIT",
@@ -293,6 +295,8 @@ class NodeExecutor:
         # Runs cancelled before they started here (the calls may cross).
         self._cancelled: set[int] = set()
         self._sessions: dict[int, _SessionHost] = {}
+        self._channel: ChannelServer | None = None
+        self._channel_address: tuple[str, int] | None = None
 
     def _executor(self) -> LocalExecutor:
         if self._watching is None:
@@ -329,15 +333,25 @@ class NodeExecutor:
             os._exit(1)
 
     async def describe(self) -> dict[str, Any]:
-        """Where this actor runs: node id, host name, worker pid, workdir."""
+        """Where this actor runs: node id, host name, worker pid, workdir; and its channel.
+
+        The channel (see `executor._ray.channel`) listens on the address Ray
+        knows the node by; `("channel", host, port, token)` says where.
+        """
         import ray
 
         local = self._executor()
+        if self._channel is None:
+            host: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+            self._channel = ChannelServer(self._run_one)
+            self._channel_address = await self._channel.start(host)
+        assert self._channel_address is not None
         return {
             "node_id": ray.get_runtime_context().get_node_id(),
             "hostname": socket.gethostname(),
             "pid": os.getpid(),
             "workdir": local.workdir,
+            "channel": (*self._channel_address, self._channel.token),
         }
 
     async def ping(self) -> bool:
@@ -375,6 +389,15 @@ class NodeExecutor:
 
     async def run_whole(self, run_id: int, cmd: Command) -> tuple[Any, ...]:
         """Run `cmd` with no sink: one call, one reply (its outcome)."""
+        return await self._run_one(run_id, cmd, None)
+
+    async def _run_one(
+        self, run_id: int, cmd: Command, sink: Callable[[Chunk], Awaitable[None]] | None
+    ) -> tuple[Any, ...]:
+        """Run `cmd` (its output to `sink`, when given); its outcome, encoded.
+
+        Cancelling this (the driver gave up) kills the command's tree.
+        """
         if run_id in self._cancelled:
             self._cancelled.discard(run_id)
             return encode_failure(errors.ExecutorError("the run was cancelled before it started"))
@@ -382,7 +405,9 @@ class NodeExecutor:
 
         async def main() -> tuple[Any, ...]:
             try:
-                return ("done", await local.exec_cmd(cmd))
+                if sink is None:
+                    return ("done", await local.exec_cmd(cmd))
+                return ("done", await local.exec_cmd_streaming(cmd, sink))
             except Exception as error:
                 return encode_failure(error)
 
@@ -474,6 +499,8 @@ class NodeExecutor:
 
     async def close(self) -> None:
         """End every run and session, close the executor, remove a workdir made here."""
+        if self._channel is not None:
+            await self._channel.close()
         for host in list(self._sessions.values()):
             with contextlib.suppress(Exception):
                 await host.call("release")

@@ -9,6 +9,7 @@ the node id it prints. Without Ray installed the tests skip, and with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -387,7 +388,9 @@ async def test_an_unreachable_channel_falls_back_to_rays_calls(cluster: RayClust
         port = closed.getsockname()[1]  # nothing listens here once it is closed
     async with on_second() as ex:
         await ex.node()
-        ex._connections = Connections("127.0.0.1", port, b"\0" * 32, connect_timeout=2.0)
+        ex._connections = Connections(
+            "127.0.0.1", port, b"\0" * 32, b"\0" * 32, connect_timeout=2.0
+        )
         chunks: list[Chunk] = []
         out = await ex.exec_cmd_streaming(Command.shell("echo fell back"), chunks.append)
         assert out.text() == "fell back\n"
@@ -408,6 +411,148 @@ async def test_channel_connections_are_reused_and_bounded(cluster: RayCluster) -
         )
         assert [out.text() for out in outs] == [f"{n}\n" for n in range(20)]
         assert len(ex._connections._idle) == 8
+
+
+async def test_a_sinks_own_os_error_passes_as_it_is(cluster: RayCluster) -> None:
+    """A sink raising an OSError over the channel: that error, not a lost actor; tree killed."""
+    marker = f"sink-oserror-{uuid.uuid4().hex}"
+
+    def sink(chunk: Chunk) -> None:
+        raise BrokenPipeError("the sink's own pipe")
+
+    async with on_second() as ex:
+        with pytest.raises(BrokenPipeError):
+            await ex.exec_cmd_streaming(Command.shell(f"echo hi; {idle(marker)}"), sink)
+        assert await gone(marker)
+        assert (await ex.exec_cmd(Command.shell("echo ok"))).text() == "ok\n"
+
+
+async def test_a_passing_connect_failure_keeps_the_channel_and_leaks_nothing(
+    cluster: RayCluster,
+) -> None:
+    """Out of fds once the channel has served: that command goes through Ray; no socket leaks."""
+    import resource
+
+    me = psutil.Process()
+    async with on_second() as ex:
+        await ex.exec_cmd(Command.exec(["true"]))
+        connections = ex._connections
+        assert connections is not None
+        port = connections.port
+        async with anyio.create_task_group() as tasks:
+            # Holds the one idle connection: the next command must open one.
+            tasks.start_soon(ex.exec_cmd, Command.shell("sleep 1.5"))
+            await anyio.sleep(0.5)
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            lowest_free = os.open(os.devnull, os.O_RDONLY)  # the next fd a socket would get
+            os.close(lowest_free)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))
+            try:
+                out = await ex.exec_cmd(Command.shell("echo through ray"))
+            finally:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+            assert out.text() == "through ray\n"
+        assert ex._connections is connections, "a passing failure turned the channel off"
+        assert (await ex.exec_cmd(Command.shell("echo direct"))).text() == "direct\n"
+    await anyio.sleep(0.5)
+    left = [c for c in me.net_connections("tcp") if c.raddr and c.raddr[1] == port]
+    assert not left, left
+
+
+class _Trap:
+    """A pickle that, once loaded, makes the folder `path`: proof a stranger's bytes ran."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.mkdir, (str(self.path),))
+
+
+async def test_a_stranger_on_a_dead_actors_port_is_never_trusted(
+    cluster: RayCluster, tmp_path: Path
+) -> None:
+    """What took the port of an actor gone gets no request, and its answer is never unpickled."""
+    import pickle
+
+    from executor._ray.channel import HEADER, TOKEN_SIZE
+
+    trap = tmp_path / "unpickled"
+    answer = pickle.dumps(("done", _Trap(trap)))
+    heard: list[bytes] = []
+
+    async def impostor(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readexactly(TOKEN_SIZE)
+        writer.write(HEADER.pack(b"p", len(answer)) + answer)
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(2):
+                heard.append(await reader.read(1 << 16))
+        writer.close()
+
+    async with on_second() as ex:
+        await ex.node()  # placed, no connection to its channel yet
+        assert ex._connections is not None
+        host, port = ex._connections.host, ex._connections.port
+        ray.kill(ex._actor, no_restart=True)
+        listener = socket.socket()
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            with anyio.fail_after(20):
+                while True:
+                    try:
+                        listener.bind((host, port))
+                        break
+                    except OSError:
+                        await anyio.sleep(0.1)  # the dead worker still holds it
+        except BaseException:
+            listener.close()
+            raise
+        server = await asyncio.start_server(impostor, sock=listener)
+        try:
+            with pytest.raises(ExecutorError):
+                await ex.exec_cmd(Command.shell("echo secret-request"))
+            await anyio.sleep(0.5)
+        finally:
+            server.close()
+        assert not trap.exists(), "the driver loaded a stranger's pickle"
+        assert not any(b"secret-request" in data for data in heard), "a stranger got the request"
+
+
+def test_a_cluster_on_tls_keeps_commands_on_rays_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under `RAY_USE_TLS` the plain-TCP channel is not used (read as Ray reads it)."""
+    from executor._ray.executor import _ray_uses_tls
+
+    for value, expected in (("1", True), ("true", True), ("TRUE", True), ("0", False)):
+        monkeypatch.setenv("RAY_USE_TLS", value)
+        assert _ray_uses_tls() is expected
+    monkeypatch.delenv("RAY_USE_TLS")
+    assert _ray_uses_tls() is False
+
+
+async def test_strangers_cannot_hold_the_channel_open(cluster: RayCluster) -> None:
+    """Connections that never show the token are bounded: past the bound the node closes them."""
+    from executor._ray.channel import _UNPROVEN
+
+    async with on_second() as ex:
+        assert (await ex.exec_cmd(Command.shell("echo before"))).text() == "before\n"
+        assert ex._connections is not None
+        strangers = [
+            await asyncio.open_connection(ex._connections.host, ex._connections.port)
+            for _ in range(_UNPROVEN)
+        ]
+        try:
+            await anyio.sleep(0.5)  # the node has taken them all
+            reader, writer = await asyncio.open_connection(
+                ex._connections.host, ex._connections.port
+            )
+            with anyio.fail_after(5):
+                assert await reader.read() == b"", "a stranger past the bound was kept"
+            writer.close()
+            # The executor's kept connection still carries commands.
+            assert (await ex.exec_cmd(Command.shell("echo during"))).text() == "during\n"
+        finally:
+            for _, stranger in strangers:
+                stranger.close()
 
 
 async def test_pool_spreads_executors_over_the_nodes(cluster: RayCluster) -> None:

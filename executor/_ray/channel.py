@@ -10,13 +10,16 @@ output as it is read, then the outcome. The connection is then kept for
 the next command, or closed. Everything else (placement, liveness, files,
 sessions) stays on Ray's calls.
 
-Frames: a kind byte and a 4-byte length, then that many bytes.
+Frames: a kind byte and an 8-byte length, then that many bytes.
 - `r` (driver to node): the request, pickled `(run_id, command, streamed)`;
 - `o`, `e` (node to driver): stdout, stderr bytes as the node's executor read them;
 - `p` (node to driver): the outcome, pickled: `("done", output)` or an encoded failure.
 
 A connection first sends the actor's token (random, given to the driver
-by `describe()` through Ray): the node serves no one else. During a run
+by `describe()` through Ray): the node serves no one else. The node answers
+with a second secret of the actor's (given the same way), and the driver
+sends no request before it has seen it: a process that took the port of an
+actor gone (it could answer with any pickle) is never trusted. During a run
 the driver sends nothing; its end of the connection (the driver cancelled,
 its sink failed, it died) cancels the run, which kills the command's tree.
 """
@@ -35,12 +38,22 @@ from typing import Any
 
 from executor._core.output import Chunk, Stderr, Stdout
 
-__all__ = ["HEADER", "TOKEN_SIZE", "ChannelServer", "Connection", "Connections"]
+__all__ = [
+    "HEADER",
+    "TOKEN_SIZE",
+    "ChannelBroken",
+    "ChannelServer",
+    "Connection",
+    "Connections",
+]
 
-HEADER = struct.Struct("!cI")
+HEADER = struct.Struct("!cQ")
 TOKEN_SIZE = 32
 # A connection that does not show the token within this many seconds is dropped.
 _HELLO_TIMEOUT = 10.0
+# Connections that have not shown the token yet, at most: more are closed at
+# once, so strangers cannot use up the worker's descriptors.
+_UNPROVEN = 64
 # Connections kept open between commands, per executor.
 _IDLE = 8
 # The stream reader's buffer: a batch of output is read whole, not in pieces.
@@ -67,8 +80,11 @@ class ChannelServer:
     def __init__(self, run_one: RunOne) -> None:
         self._run_one = run_one
         self.token = secrets.token_bytes(TOKEN_SIZE)
+        # What the node shows a driver that showed `token`: proof it is this actor.
+        self.proof = secrets.token_bytes(TOKEN_SIZE)
         self._server: asyncio.base_events.Server | None = None
         self._served: set[asyncio.Task[None]] = set()
+        self._unproven = 0
 
     async def start(self, host: str) -> tuple[str, int]:
         """Listen on `host` (a port the system picks); the address to connect to."""
@@ -89,12 +105,20 @@ class ChannelServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        if self._unproven >= _UNPROVEN:
+            writer.close()
+            return
         self._served.add(task)
+        self._unproven += 1
         try:
-            token = await asyncio.wait_for(reader.readexactly(TOKEN_SIZE), _HELLO_TIMEOUT)
+            try:
+                token = await asyncio.wait_for(reader.readexactly(TOKEN_SIZE), _HELLO_TIMEOUT)
+            finally:
+                self._unproven -= 1
             if not hmac.compare_digest(token, self.token):
                 return
             _nodelay(writer)
+            writer.write(self.proof)
             while await self._one(reader, writer):
                 pass
         except (OSError, EOFError, TimeoutError):
@@ -139,6 +163,10 @@ class ChannelServer:
         return True
 
 
+class ChannelBroken(ConnectionError):
+    """A connection to a node's channel broke or ended mid-run (never a sink's own error)."""
+
+
 class Connection:
     """The driver's end of one connection to a node's `ChannelServer`."""
 
@@ -152,23 +180,33 @@ class Connection:
         """Send one request; feed its output to `take` (when given) as it comes; its outcome.
 
         Raises:
-            ConnectionError: The connection ended before the outcome came.
+            ChannelBroken: The connection broke, or ended before the outcome came.
 
         """
         request = pickle.dumps((run_id, cmd, take is not None), protocol=pickle.HIGHEST_PROTOCOL)
         self._writer.write(_frame(b"r", request))
-        reader = self._reader
         try:
             await self._writer.drain()
-            while True:
-                kind, size = HEADER.unpack(await reader.readexactly(HEADER.size))
-                payload = await reader.readexactly(size)
-                if kind == b"p":
-                    return pickle.loads(payload)
-                if take is not None:
-                    await take(Stderr(payload) if kind == b"e" else Stdout(payload))
+        except OSError as error:
+            raise ChannelBroken(f"the connection to the node broke: {error}") from None
+        while True:
+            kind, payload = await self._frame()
+            if kind == b"p":
+                return pickle.loads(payload)
+            if take is not None:
+                # Outside the connection's own error handling: a sink's
+                # error (an OSError too, perhaps) passes as it is.
+                await take(Stderr(payload) if kind == b"e" else Stdout(payload))
+
+    async def _frame(self) -> tuple[bytes, bytes]:
+        reader = self._reader
+        try:
+            kind, size = HEADER.unpack(await reader.readexactly(HEADER.size))
+            return kind, await reader.readexactly(size)
         except asyncio.IncompleteReadError:
-            raise ConnectionError("the node ended the connection before the outcome") from None
+            raise ChannelBroken("the node ended the connection before the outcome") from None
+        except OSError as error:
+            raise ChannelBroken(f"the connection to the node broke: {error}") from None
 
     def close(self) -> None:
         """Close the connection (a run still on it is cancelled on the node)."""
@@ -178,30 +216,48 @@ class Connection:
 class Connections:
     """The driver's connections to one node's channel: opened as needed, a few kept idle."""
 
-    def __init__(self, host: str, port: int, token: bytes, connect_timeout: float) -> None:
+    def __init__(
+        self, host: str, port: int, token: bytes, proof: bytes, connect_timeout: float
+    ) -> None:
         self.host = host
         self.port = port
         self._token = token
+        self._proof = proof
         self._connect_timeout = connect_timeout
         self._idle: list[Connection] = []
         self._closed = False
+        self.reached = False
+        """Whether a connection was ever made: the node's address is reachable from here."""
 
     async def take(self) -> Connection:
         """An idle connection, or a new one.
 
         Raises:
-            OSError: The node's address cannot be reached from here (or in time).
+            OSError: The node's address cannot be reached from here (or in
+                time), or what answers there is not this executor's actor.
 
         """
         if self._idle:
             return self._idle.pop()
+        writer: asyncio.StreamWriter | None = None
         try:
             async with asyncio.timeout(self._connect_timeout):
                 reader, writer = await asyncio.open_connection(self.host, self.port, limit=_LIMIT)
-        except TimeoutError:
-            raise OSError(f"no connection to {self.host}:{self.port} in time") from None
-        _nodelay(writer)
-        writer.write(self._token)
+                _nodelay(writer)
+                writer.write(self._token)
+                proof = await reader.readexactly(TOKEN_SIZE)
+        except BaseException as error:
+            if writer is not None:
+                writer.close()
+            if isinstance(error, TimeoutError):
+                raise OSError(f"no connection to {self.host}:{self.port} in time") from None
+            if isinstance(error, asyncio.IncompleteReadError):
+                raise OSError(f"{self.host}:{self.port} closed the connection at once") from None
+            raise
+        if not hmac.compare_digest(proof, self._proof):
+            writer.close()
+            raise OSError(f"what listens on {self.host}:{self.port} is not this executor's actor")
+        self.reached = True
         return Connection(reader, writer)
 
     def give_back(self, connection: Connection) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
@@ -36,7 +37,7 @@ from executor._core.errors import ExecutorError
 from executor._core.output import Chunk, CommandOutput
 from executor._core.session import ProcessSession
 from executor._local.sandbox import Sandbox
-from executor._ray.channel import Connection, Connections
+from executor._ray.channel import ChannelBroken, Connection, Connections
 from executor._ray.node import (
     IN_FLIGHT,
     INLINE_LIMIT,
@@ -120,7 +121,10 @@ class RayExecutor(CommandRunner):
             token the actor gives through Ray), not through Ray's calls: a
             fraction of their cost per command and per byte. Where that
             address cannot be reached from here (Ray Client) commands fall
-            back to Ray's calls; `False` keeps to them from the start.
+            back to Ray's calls; `False` keeps to them from the start. A
+            cluster that speaks TLS (`RAY_USE_TLS`) keeps to Ray's calls too:
+            the connection is plain TCP, and its token, commands and output
+            would cross the network in the clear.
 
     The other options (`default_timeout`, `kill_grace`, `output_limit`, `envs`, ...)
     are the node's `LocalExecutor`'s. Commands see `EXECUTOR_RAY_NODE_ID`.
@@ -227,9 +231,9 @@ class RayExecutor(CommandRunner):
                     if isinstance(error, Exception) and _is_ray_error(error):
                         raise ExecutorError(f"the Ray actor could not start: {error}") from None
                     raise
-                host, port, token = described.pop("channel")
-                if self.direct:
-                    self._connections = Connections(host, port, token, _CONNECT_TIMEOUT)
+                host, port, token, proof = described.pop("channel")
+                if self.direct and not _ray_uses_tls():
+                    self._connections = Connections(host, port, token, proof, _CONNECT_TIMEOUT)
                 self._info = NodeInfo(**described)
                 self._actor = actor
         return self._actor
@@ -348,9 +352,18 @@ class RayExecutor(CommandRunner):
             try:
                 connection = await connections.take()
             except OSError:
-                # The node's address is not reachable from this driver: Ray's
-                # calls carry this executor's commands from now on.
-                self._connections = connections = None
+                if not connections.reached:
+                    # The node's address is not reachable from this driver:
+                    # Ray's calls carry this executor's commands from now on.
+                    # Connections other commands opened meanwhile close as
+                    # they come back, not left open to the end.
+                    if self._connections is connections:
+                        self._connections = None
+                    connections.close()
+                # Else the channel served before (this failure is passing: out
+                # of file descriptors, a slow accept): this one command goes
+                # through Ray's calls, the next ones try the channel again.
+                connections = None
         try:
             if connection is not None:
                 outcome = await self._guarded(
@@ -388,7 +401,8 @@ class RayExecutor(CommandRunner):
             outcome: tuple[Any, ...] = await connection.run(
                 run_id, cmd, take if sink is not None else None
             )
-        except OSError as error:
+        except ChannelBroken as error:
+            # Only the connection's own failures: a sink's error passes as it is.
             raise self._gone(error) from None
         return outcome
 
@@ -446,6 +460,11 @@ def _streamed(method: Any) -> Any:
     on the node into the next one.
     """
     return method.options(_generator_backpressure_num_objects=IN_FLIGHT)
+
+
+def _ray_uses_tls() -> bool:
+    """Whether Ray's own connections use TLS here (as Ray reads `RAY_USE_TLS`)."""
+    return os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true")
 
 
 def _is_ray_error(error: BaseException) -> bool:

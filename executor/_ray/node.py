@@ -85,6 +85,8 @@ _FILES_BATCH = 1 << 20
 # Seconds between checks that the node's raylet lives; most a lost node's close may take.
 _RAYLET_CHECK = 0.25
 _CLOSE_ON_NODE_LOSS = 10.0
+# Ids of cancelled runs this actor had not (or no longer) running, at most.
+_CANCELLED_KEPT = 4096
 
 Failure = tuple[str, str, tuple[Any, ...], dict[str, Any]]
 
@@ -292,8 +294,9 @@ class NodeExecutor:
         self._raylet = os.getppid()
         self._watching: asyncio.Task[None] | None = None
         self._runs: dict[int, asyncio.Task[Any]] = {}
-        # Runs cancelled before they started here (the calls may cross).
-        self._cancelled: set[int] = set()
+        # Runs cancelled before they started here (the calls may cross), or
+        # after they ended (the channel's end came first): a few are kept.
+        self._cancelled: collections.OrderedDict[int, None] = collections.OrderedDict()
         self._sessions: dict[int, _SessionHost] = {}
         self._channel: ChannelServer | None = None
         self._channel_address: tuple[str, int] | None = None
@@ -336,7 +339,8 @@ class NodeExecutor:
         """Where this actor runs: node id, host name, worker pid, workdir; and its channel.
 
         The channel (see `executor._ray.channel`) listens on the address Ray
-        knows the node by; `("channel", host, port, token)` says where.
+        knows the node by; `"channel": (host, port, token, proof)` says
+        where, what to show it and what it shows back.
         """
         import ray
 
@@ -351,7 +355,7 @@ class NodeExecutor:
             "hostname": socket.gethostname(),
             "pid": os.getpid(),
             "workdir": local.workdir,
-            "channel": (*self._channel_address, self._channel.token),
+            "channel": (*self._channel_address, self._channel.token, self._channel.proof),
         }
 
     async def ping(self) -> bool:
@@ -361,7 +365,7 @@ class NodeExecutor:
     async def run(self, run_id: int, cmd: Command) -> AsyncIterator[tuple[Any, ...]]:
         """Run `cmd`, yielding `("chunks", [...])` items as output comes, then the outcome."""
         if run_id in self._cancelled:
-            self._cancelled.discard(run_id)
+            del self._cancelled[run_id]
             yield encode_failure(errors.ExecutorError("the run was cancelled before it started"))
             return
         local = self._executor()
@@ -399,7 +403,7 @@ class NodeExecutor:
         Cancelling this (the driver gave up) kills the command's tree.
         """
         if run_id in self._cancelled:
-            self._cancelled.discard(run_id)
+            del self._cancelled[run_id]
             return encode_failure(errors.ExecutorError("the run was cancelled before it started"))
         local = self._executor()
 
@@ -434,7 +438,9 @@ class NodeExecutor:
         """End a run the driver gave up on: its process tree is killed."""
         task = self._runs.get(run_id)
         if task is None:
-            self._cancelled.add(run_id)
+            self._cancelled[run_id] = None
+            while len(self._cancelled) > _CANCELLED_KEPT:
+                self._cancelled.popitem(last=False)
         elif not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -424,6 +424,48 @@ async def test_the_sandboxs_init_is_out_of_reach(tmp_path: Path) -> None:
             assert "Permission denied" in await fails(ex, script)
 
 
+async def test_each_init_is_the_servers_child_in_a_pid_namespace_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """Nothing stands between the server and a command's init; the server's namespace stays.
+
+    Each init is forked by the server straight into a new PID namespace,
+    one per command, and the server's own children's namespace is still the
+    server's (a fork made with CLONE_NEWPID, not after `unshare`).
+    """
+    marker = f"init-{uuid.uuid4().hex}"
+    async with sandboxed(tmp_path, "bubblewrap") as ex, contextlib.AsyncExitStack() as stack:
+        for _ in range(2):
+            idle = Command.exec(["python3", "-c", "import time; time.sleep(30)", marker])
+            await stack.enter_async_context(await ex.start(idle))
+        commands: list[psutil.Process] = []
+        deadline = time.monotonic() + 10
+        while len(commands) < 2 and time.monotonic() < deadline:
+            await anyio.sleep(0.05)
+            commands = [
+                process
+                for process in psutil.process_iter(["cmdline"])
+                if marker in (process.info["cmdline"] or ())
+            ]
+        assert len(commands) == 2
+        namespaces = set()
+        for command in commands:
+            init = command.parent()
+            assert init is not None
+            server = init.parent()
+            assert server is not None
+            assert "sandbox_server.py" in " ".join(server.cmdline()), server.cmdline()
+            assert server.ppid() == os.getpid(), "init's parent is not the server itself"
+            # Read through the command, which shares init's namespace (init
+            # is not dumpable: a user may not read its namespaces).
+            own = os.readlink(f"/proc/{command.pid}/ns/pid")
+            servers = os.readlink(f"/proc/{server.pid}/ns/pid")
+            assert own != servers
+            assert os.readlink(f"/proc/{server.pid}/ns/pid_for_children") == servers
+            namespaces.add(own)
+        assert len(namespaces) == 2, "two commands shared a PID namespace"
+
+
 async def test_commands_inherit_only_their_stdio_and_their_ids(tmp_path: Path) -> None:
     """No descriptor of init's (its status pipe) reaches a command; its uid and gid are ours."""
     listing = "ls /proc/self/fd"

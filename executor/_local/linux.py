@@ -18,6 +18,7 @@ __all__ = [
     "check",
     "drop_capabilities",
     "empty_bounding_set",
+    "fork_into_pid_namespace",
     "libc",
     "mount",
     "prctl",
@@ -60,6 +61,11 @@ CAP_SYS_ADMIN: Final = 21
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 libc.prctl.restype = ctypes.c_int
+# The same C library, called with the interpreter's lock held: a fork made
+# through it is one `os.fork` would make (no other thread holds the lock).
+_held = ctypes.PyDLL(None, use_errno=True)
+_held.syscall.restype = ctypes.c_long
+_SIGCHLD: Final = 17
 
 
 def check(result: int, what: str) -> int:
@@ -89,6 +95,37 @@ def unshare(flags: int) -> None:
 
     """
     check(libc.unshare(flags), "unshare")
+
+
+def fork_into_pid_namespace(clone: int) -> int:
+    """`os.fork()`, but the child is pid 1 of a new PID namespace: its pid here (0 in the child).
+
+    `clone` is the machine's number of the clone(2) system call. The caller
+    must be single-threaded, as after any fork of a Python process: the
+    child has only the calling thread. The interpreter is told of the fork
+    as `os.fork` tells it (its locks, its at-fork hooks); the caller's own
+    namespace for children stays its own, unlike with `unshare`.
+
+    Raises:
+        OSError: The kernel refused (no CAP_SYS_ADMIN over the user namespace, a limit).
+
+    """
+    api = ctypes.pythonapi
+    flags = ctypes.c_ulong(CLONE_NEWPID | _SIGCHLD)
+    api.PyOS_BeforeFork()
+    try:
+        pid = int(_held.syscall(ctypes.c_long(clone), flags, None, None, None, None))
+    except BaseException:
+        api.PyOS_AfterFork_Parent()  # no fork was made: the interpreter's locks go back
+        raise
+    if pid == 0:
+        api.PyOS_AfterFork_Child()
+        return 0
+    code = ctypes.get_errno() if pid < 0 else 0
+    api.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(code, f"clone(CLONE_NEWPID): {os.strerror(code)}")
+    return pid
 
 
 def setns(fd: int, kind: int) -> None:
@@ -141,7 +178,9 @@ class _CapData(ctypes.Structure):
     )
 
 
-def drop_capabilities(*, lock_root: bool = False, keep: Iterable[int] = ()) -> None:
+def drop_capabilities(
+    *, lock_root: bool = False, keep: Iterable[int] = (), bounding_emptied: bool = False
+) -> None:
     """Leave the calling thread (and what it starts) without any capability but `keep`.
 
     The bounding set is emptied too, so no exec gives one back. With
@@ -149,6 +188,8 @@ def drop_capabilities(*, lock_root: bool = False, keep: Iterable[int] = ()) -> N
     gains none by exec either (for a thread that stays uid 0 in the host's
     user namespace). What `keep` names (capability numbers) stays effective
     and permitted, for the thread's own use: `set_capabilities` drops it later.
+    `bounding_emptied`: the caller knows its bounding set is empty already
+    (`empty_bounding_set` ran before it was forked), which spares reading it.
 
     Raises:
         OSError: A step failed.
@@ -156,7 +197,7 @@ def drop_capabilities(*, lock_root: bool = False, keep: Iterable[int] = ()) -> N
     """
     if lock_root:
         prctl(PR_SET_SECUREBITS, SECUREBITS_LOCKED_ROOT, "prctl(PR_SET_SECUREBITS)")
-    if _bounding_set() != 0:
+    if not bounding_emptied and _bounding_set() != 0:
         # One call per capability; a thread whose bounding set its parent
         # emptied already (`empty_bounding_set`) is spared them.
         last = int(read_text("/proc/sys/kernel/cap_last_cap") or "40")

@@ -4,9 +4,10 @@ Run as `python -I -S sandbox_server.py CONTROL_FD` by `executor._local.sandbox`,
 with the standard library and `linux.py` beside it. It starts `bwrap` once,
 with the sandbox's mounts and namespaces and `cat` as its command, then
 joins that sandbox's user, mount, network, UTS and cgroup namespaces
-itself (as `flatpak enter` does). From then on a command costs a fork, not a `bwrap`, and the fork
-is made ahead: the server keeps a sandbox ready, whose launcher has made a
-new PID namespace and forked an init into it. Init makes the command's own
+itself (as `flatpak enter` does). From then on a command costs a fork, not
+a `bwrap`, and the fork is made ahead: the server keeps a sandbox ready,
+an init it forked straight into a new PID namespace (clone(2) with
+CLONE_NEWPID, so no process stands between them). Init makes the command's own
 mount namespace (a fresh `/proc` of its PID namespace; a fresh `/tmp`,
 `/run`, `/dev/shm` and hidden homes; `/dev` read-only) and IPC namespace,
 takes the executor's uid and gid back where the sandbox maps them to 0, and
@@ -100,6 +101,8 @@ _SIGNALS = tuple(
 # Above the largest request sent inline (64 KiB; larger ones come in a memfd),
 # and below the size at which each receive would map a buffer of its own.
 _REQUEST_SIZE = (1 << 16) + (1 << 12)
+# The sandbox's system call filter, laid out once by the server for every init it forks.
+_FILTER: list[seccomp.Prepared] = []
 
 
 def quiet_signals() -> None:
@@ -110,7 +113,8 @@ def quiet_signals() -> None:
 
 def _drop_capabilities() -> None:
     """Drop every capability, from the bounding set too, and set no-new-privs."""
-    linux.drop_capabilities()
+    # The server emptied the bounding set before it forked any init.
+    linux.drop_capabilities(bounding_emptied=True)
     linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
@@ -149,43 +153,6 @@ def _fresh_mounts(config: dict[str, Any]) -> None:
     finally:
         for _, _, fd in binds:
             os.close(fd)
-
-
-def _launch(config: dict[str, Any], channel: socket.socket, server: int) -> None:
-    """The server's child for one sandbox to be: makes its PID namespace and forks init into it.
-
-    Sends init's pid and a pidfd of it to the server on `channel`, then
-    stays, waiting on init, so that init's parent-death signal holds.
-    """
-    quiet_signals()
-    try:
-        linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL, "prctl(PR_SET_PDEATHSIG)")
-        if os.getppid() != server:
-            os._exit(1)  # the server died before the death signal was set
-        linux.unshare(linux.CLONE_NEWPID)
-        init = os.fork()
-    except OSError:
-        os._exit(1)  # the server finds `channel` ended
-    if init == 0:
-        try:
-            _init(config, channel)
-        finally:
-            os._exit(1)
-    pidfd = os.pidfd_open(init)
-    channel.sendmsg(
-        [struct.pack("i", init)],
-        [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))],
-    )
-    os.close(pidfd)
-    channel.close()
-    while True:
-        try:
-            os.waitpid(init, 0)
-        except InterruptedError:
-            continue
-        except ChildProcessError:
-            pass
-        os._exit(0)
 
 
 def _init(config: dict[str, Any], channel: socket.socket) -> None:
@@ -238,9 +205,9 @@ def _init(config: dict[str, Any], channel: socket.socket) -> None:
         # Init needs no capability past its mounts: it waits without any.
         _drop_capabilities()
         linux.prctl(linux.PR_SET_DUMPABLE, 0, "prctl(PR_SET_DUMPABLE)")
-        if config.get("filter") is not None:
+        if _FILTER:
             # Last: init itself then only waits, spawns and kills, which it allows.
-            seccomp.install(bytes.fromhex(config["filter"]))
+            seccomp.install(_FILTER[0])
         keep = channel.fileno()
         for fd in map(int, os.listdir("/proc/self/fd")):
             if fd > 2 and fd != keep:
@@ -552,43 +519,44 @@ def _join(init: int) -> None:
 
 
 class _Warm:
-    """A sandbox made ahead of its command: the launcher's pid, and the channel to its init."""
+    """A sandbox made ahead of its command: its init's pid, and the channel to it.
+
+    Init is the server's own child, forked straight into a new PID
+    namespace (the server's namespace for its children stays its own).
+    """
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        server = os.getpid()
-        self.pid = os.fork()
+        self.pid = linux.fork_into_pid_namespace(seccomp.SYSCALLS["clone"])
         if self.pid == 0:
             try:
                 self.channel.close()
-                _launch(config, theirs, server)
+                quiet_signals()
+                _init(config, theirs)
             finally:
                 os._exit(1)  # a child never runs on into the server's code
         theirs.close()
-        self.init: int | None = None
-        self.pidfd: int | None = None
+        self.pidfd: int | None = os.pidfd_open(self.pid)
         self.set_up = False
 
     def ready(self) -> tuple[int, int]:
-        """Init's pid and a pidfd of it, once the launcher has sent them and init is set up.
+        """Init's pid and a pidfd of it, once init is set up.
 
         Raises:
-            OSError: The launcher or init failed; init's reason, when it gave one.
+            OSError: Init failed; its reason, when it gave one.
 
         """
-        while self.init is None or not self.set_up:
+        while not self.set_up:
             data, fds = receive(self.channel)
-            if len(data) == 4 and len(fds) == 1:
-                self.init, self.pidfd = struct.unpack("i", data)[0], fds[0]
-            elif data == b"ready":
+            for fd in fds:
+                os.close(fd)
+            if data == b"ready":
                 self.set_up = True
             else:
-                for fd in fds:
-                    os.close(fd)
                 reason = json.loads(data).get("error") if data.startswith(b"{") else None
                 raise OSError(errno.EIO, reason or "the sandbox could not be set up")
         assert self.pidfd is not None
-        return self.init, self.pidfd
+        return self.pid, self.pidfd
 
 
 def main() -> None:
@@ -610,6 +578,8 @@ def main() -> None:
         # with an empty bounding set (its capabilities in the sandbox's user
         # namespace stay, for the namespaces and mounts it makes).
         linux.empty_bounding_set()
+        if config.get("filter") is not None:
+            _FILTER.append(seccomp.prepare(bytes.fromhex(config["filter"])))
         # What the interpreter holds now stays put: the garbage collector
         # does not touch it again, in the server or in a fork of it.
         gc.freeze()

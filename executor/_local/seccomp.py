@@ -41,8 +41,10 @@ from typing import Final
 
 __all__ = [
     "SYSCALLS",
+    "Prepared",
     "fresh_session_keyring",
     "install",
+    "prepare",
     "program",
     "supported",
 ]
@@ -309,7 +311,25 @@ _libc.syscall.restype = ctypes.c_long
 _libc.prctl.restype = ctypes.c_int
 
 
-def install(code: bytes) -> None:
+class Prepared:
+    """A filter laid out for the kernel ahead of its install (see `prepare`)."""
+
+    def __init__(self, code: bytes) -> None:
+        self._buffer = ctypes.create_string_buffer(code, len(code))
+        self._program = _Program(len(code) // 8, ctypes.cast(self._buffer, ctypes.c_void_p))
+        self.pointer = ctypes.byref(self._program)
+
+
+def prepare(code: bytes) -> Prepared:
+    """The filter `code` laid out for `install`: made once, installed by many forks of the maker.
+
+    A fork that installs a prepared filter touches (and copies) a few
+    objects of its parent's, not the machinery that builds them.
+    """
+    return Prepared(code)
+
+
+def install(code: bytes | Prepared) -> None:
     """Install the filter `code` (from `program`) on the calling thread and what it starts.
 
     The thread must have set no-new-privileges first (or hold
@@ -319,19 +339,14 @@ def install(code: bytes) -> None:
         OSError: The kernel refused it.
 
     """
-    buffer = ctypes.create_string_buffer(code, len(code))
-    prog = _Program(len(code) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    prepared = code if isinstance(code, Prepared) else Prepared(code)
     zero = ctypes.c_ulong(0)
     result = _libc.prctl(
-        _PR_SET_SECCOMP,
-        ctypes.c_ulong(_SECCOMP_MODE_FILTER),
-        ctypes.byref(prog),
-        zero,
-        zero,
+        _PR_SET_SECCOMP, ctypes.c_ulong(_SECCOMP_MODE_FILTER), prepared.pointer, zero, zero
     )
     if result < 0:
-        code_ = ctypes.get_errno()
-        raise OSError(code_, f"prctl(PR_SET_SECCOMP): {os.strerror(code_)}")
+        error = ctypes.get_errno()
+        raise OSError(error, f"prctl(PR_SET_SECCOMP): {os.strerror(error)}")
 
 
 def fresh_session_keyring() -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import array
 import ctypes
+import errno
 import os
 import socket
 from collections.abc import Iterable
@@ -66,6 +67,17 @@ libc.prctl.restype = ctypes.c_int
 _held = ctypes.PyDLL(None, use_errno=True)
 _held.syscall.restype = ctypes.c_long
 _SIGCHLD: Final = 17
+# clone(2)'s number where its first argument is the flags (s390 swaps them).
+_CLONE: Final = {
+    "x86_64": 56,
+    "amd64": 56,
+    "aarch64": 220,
+    "arm64": 220,
+    "riscv64": 220,
+    "loongarch64": 220,
+    "ppc64": 120,
+    "ppc64le": 120,
+}
 
 
 def check(result: int, what: str) -> int:
@@ -97,19 +109,23 @@ def unshare(flags: int) -> None:
     check(libc.unshare(flags), "unshare")
 
 
-def fork_into_pid_namespace(clone: int) -> int:
+def fork_into_pid_namespace() -> int:
     """`os.fork()`, but the child is pid 1 of a new PID namespace: its pid here (0 in the child).
 
-    `clone` is the machine's number of the clone(2) system call. The caller
+    The caller
     must be single-threaded, as after any fork of a Python process: the
     child has only the calling thread. The interpreter is told of the fork
     as `os.fork` tells it (its locks, its at-fork hooks); the caller's own
     namespace for children stays its own, unlike with `unshare`.
 
     Raises:
-        OSError: The kernel refused (no CAP_SYS_ADMIN over the user namespace, a limit).
+        OSError: The kernel refused (no CAP_SYS_ADMIN over the user namespace, a
+            limit), or this machine's clone(2) is not known here.
 
     """
+    clone = _CLONE.get(os.uname().machine.lower())
+    if clone is None:
+        raise OSError(errno.ENOSYS, f"clone(2) on {os.uname().machine} is not known here")
     api = ctypes.pythonapi
     flags = ctypes.c_ulong(CLONE_NEWPID | _SIGCHLD)
     api.PyOS_BeforeFork()

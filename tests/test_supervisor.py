@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 from conftest import alive
 
@@ -561,3 +562,36 @@ async def test_a_killed_supervisor_leaves_no_cgroup_folder(tmp_path: Path) -> No
             await ex.exec_cmd(Command.exec(["true"]))
         assert supervisor._pid != first
         assert [folder for folder in folders if folder and os.path.exists(folder)] == []
+
+
+async def test_a_killed_supervisors_stuck_shims_are_ended_and_their_folders_go(
+    tmp_path: Path,
+) -> None:
+    """Shims that cannot end on their own (stopped) when their supervisor dies are killed.
+
+    The new supervisor's start kills what is left in the dead one's cgroup
+    folders and removes them: no shim outlives it, no folder is left.
+    """
+    async with LocalExecutor(tmp_path, kill_grace=0.1) as ex:
+        supervisor = ex._supervisor
+        assert supervisor is not None
+        if supervisor.cgroups is None:
+            pytest.skip("no cgroup can be made here")
+        await ex.exec_cmd(Command.exec(["true"]))
+        first = supervisor._pid
+        assert first is not None
+        folders = [supervisor.cgroups.get("v2"), *supervisor.cgroups.get("v1", {}).values()]
+        shims = psutil.Process(first).children()
+        assert shims, "the supervisor keeps idle shims"
+        for shim in shims:
+            shim.send_signal(signal.SIGSTOP)
+        os.kill(first, signal.SIGKILL)
+        with anyio.fail_after(10):
+            while alive(first):
+                await anyio.sleep(0.01)
+            assert (await ex.exec_cmd(Command.shell("echo again"))).text() == "again\n"
+        assert supervisor._pid != first
+        assert [folder for folder in folders if folder and os.path.exists(folder)] == []
+        with anyio.fail_after(10):
+            while any(alive(shim.pid) for shim in shims):
+                await anyio.sleep(0.01)

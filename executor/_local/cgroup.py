@@ -27,6 +27,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import signal
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any, Final
@@ -35,7 +37,13 @@ import attrs
 
 from executor._local import linux
 
-__all__ = ["CgroupSupport", "executor_cgroups", "probe", "remove_cgroups"]
+__all__ = [
+    "CgroupSupport",
+    "end_and_remove_cgroups",
+    "executor_cgroups",
+    "probe",
+    "remove_cgroups",
+]
 
 _LIMITED: Final = ("memory", "pids")
 
@@ -228,6 +236,47 @@ def remove_cgroups(config: dict[str, Any] | None) -> None:
                         os.rmdir(entry.path)
         with contextlib.suppress(OSError):
             os.rmdir(folder)
+
+
+def _folders(config: dict[str, Any]) -> list[str]:
+    return [folder for folder in (config.get("v2"), *config.get("v1", {}).values()) if folder]
+
+
+def end_and_remove_cgroups(config: dict[str, Any] | None, within: float) -> bool:
+    """End what is left in a dead supervisor's cgroup folders, then remove them; whether gone.
+
+    Its shims end on their own (their parent-death signal, their request
+    socket's end), but not at once: whatever is still in the folders, in
+    this executor's folders and so its own, is killed (`cgroup.kill` where
+    cgroup v2 has it; by pid from `cgroup.procs` elsewhere), and the folders
+    are removed as they empty, for up to `within` seconds.
+    """
+    if config is None:
+        return True
+    folders = _folders(config)
+    v2 = config.get("v2")
+    if v2:
+        with contextlib.suppress(OSError):
+            linux_write(os.path.join(v2, "cgroup.kill"), "1")
+    for folder in folders:
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            places = [folder, *(entry.path for entry in entries if entry.is_dir())]
+            for place in places:
+                with (
+                    contextlib.suppress(OSError),
+                    open(os.path.join(place, "cgroup.procs")) as file,
+                ):
+                    for line in file:
+                        with contextlib.suppress(OSError):
+                            os.kill(int(line), signal.SIGKILL)
+    deadline = time.monotonic() + within
+    while True:
+        remove_cgroups(config)
+        if not any(os.path.exists(folder) for folder in folders):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
 
 
 def linux_write(path: str, text: str) -> None:

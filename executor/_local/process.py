@@ -502,10 +502,15 @@ class Supervisor:
         if self._requests is not None and not _readable(self._pidfd):
             return self._requests
         self._forget()
-        # A supervisor that died (killed) left its folders: emptied by its
-        # shims' parent-death signal, removed here rather than left behind.
-        cgroup.remove_cgroups(self._cgroups)
-        self._cgroups = None
+        # A supervisor that died (killed) left its folders, and shims that
+        # end a moment later (their parent-death signal, their request
+        # socket's end): what is left there is killed, and the folders go as
+        # they empty, here or, past a short wait, in a thread of their own.
+        left, self._cgroups = self._cgroups, None
+        if left is not None and not cgroup.end_and_remove_cgroups(left, _FOLDERS_WAIT):
+            threading.Thread(
+                target=cgroup.end_and_remove_cgroups, args=(left, _FOLDERS_LATE), daemon=True
+            ).start()
         if self._limits or cgroup.probe().available:
             self._cgroups = cgroup.executor_cgroups()
         missing = set(self._limits) - cgroup.limits_enforced(self._cgroups)
@@ -688,6 +693,10 @@ class Supervisor:
         cgroup.remove_cgroups(cgroups)
 
 
+# Seconds a new supervisor's start waits for a dead one's cgroup folders to
+# empty, and how long a thread then keeps trying.
+_FOLDERS_WAIT: Final = 1.0
+_FOLDERS_LATE: Final = 30.0
 # The finalizers of the supervisors not yet closed: run (and awaited) at exit.
 _FINALIZERS: dict[int, weakref.finalize[Any, Supervisor]] = {}
 # How long the exit waits for dropped supervisors to end their commands' trees.

@@ -225,10 +225,7 @@ def remove_cgroups(config: dict[str, Any] | None) -> None:
     """Remove an executor's cgroup folders (the supervisor has ended every command's)."""
     if config is None:
         return
-    folders = [config.get("v2"), *config.get("v1", {}).values()]
-    for folder in folders:
-        if folder is None:
-            continue
+    for folder in _folders(config):
         with contextlib.suppress(OSError), os.scandir(folder) as entries:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
@@ -248,8 +245,9 @@ def end_and_remove_cgroups(config: dict[str, Any] | None, within: float) -> bool
     Its shims end on their own (their parent-death signal, their request
     socket's end), but not at once: whatever is still in the folders, in
     this executor's folders and so its own, is killed (`cgroup.kill` where
-    cgroup v2 has it; by pid from `cgroup.procs` elsewhere), and the folders
-    are removed as they empty, for up to `within` seconds.
+    cgroup v2 has it, and by pid from each folder's `cgroup.procs`, for v1
+    and kernels without it), and the folders are removed as they empty, for
+    up to `within` seconds.
     """
     if config is None:
         return True

@@ -67,7 +67,8 @@ libc.prctl.restype = ctypes.c_int
 _held = ctypes.PyDLL(None, use_errno=True)
 _held.syscall.restype = ctypes.c_long
 _SIGCHLD: Final = 17
-# clone(2)'s number where its first argument is the flags (s390 swaps them).
+# clone(2)'s number on this machine, where its first argument is the flags
+# (s390 swaps them); None where it is not known here.
 _CLONE: Final = {
     "x86_64": 56,
     "amd64": 56,
@@ -77,7 +78,7 @@ _CLONE: Final = {
     "loongarch64": 220,
     "ppc64": 120,
     "ppc64le": 120,
-}
+}.get(os.uname().machine.lower())
 
 
 def check(result: int, what: str) -> int:
@@ -112,25 +113,23 @@ def unshare(flags: int) -> None:
 def fork_into_pid_namespace() -> int:
     """`os.fork()`, but the child is pid 1 of a new PID namespace: its pid here (0 in the child).
 
-    The caller
-    must be single-threaded, as after any fork of a Python process: the
-    child has only the calling thread. The interpreter is told of the fork
-    as `os.fork` tells it (its locks, its at-fork hooks); the caller's own
-    namespace for children stays its own, unlike with `unshare`.
+    The caller must be single-threaded, as after any fork of a Python
+    process: the child has only the calling thread. The interpreter is told
+    of the fork as `os.fork` tells it (its locks, its at-fork hooks); the
+    caller's own namespace for children stays its own, unlike with `unshare`.
 
     Raises:
         OSError: The kernel refused (no CAP_SYS_ADMIN over the user namespace, a
             limit), or this machine's clone(2) is not known here.
 
     """
-    clone = _CLONE.get(os.uname().machine.lower())
-    if clone is None:
+    if _CLONE is None:
         raise OSError(errno.ENOSYS, f"clone(2) on {os.uname().machine} is not known here")
     api = ctypes.pythonapi
     flags = ctypes.c_ulong(CLONE_NEWPID | _SIGCHLD)
     api.PyOS_BeforeFork()
     try:
-        pid = int(_held.syscall(ctypes.c_long(clone), flags, None, None, None, None))
+        pid = int(_held.syscall(ctypes.c_long(_CLONE), flags, None, None, None, None))
     except BaseException:
         api.PyOS_AfterFork_Parent()  # no fork was made: the interpreter's locks go back
         raise

@@ -579,7 +579,7 @@ def main() -> None:
         # namespace stay, for the namespaces and mounts it makes).
         linux.empty_bounding_set()
         if config.get("filter") is not None:
-            _FILTER.append(seccomp.prepare(bytes.fromhex(config["filter"])))
+            _FILTER.append(seccomp.Prepared(bytes.fromhex(config["filter"])))
         # What the interpreter holds now stays put: the garbage collector
         # does not touch it again, in the server or in a fork of it.
         gc.freeze()

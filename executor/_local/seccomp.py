@@ -44,7 +44,6 @@ __all__ = [
     "Prepared",
     "fresh_session_keyring",
     "install",
-    "prepare",
     "program",
     "supported",
 ]
@@ -312,21 +311,16 @@ _libc.prctl.restype = ctypes.c_int
 
 
 class Prepared:
-    """A filter laid out for the kernel ahead of its install (see `prepare`)."""
-
-    def __init__(self, code: bytes) -> None:
-        self._buffer = ctypes.create_string_buffer(code, len(code))
-        self._program = _Program(len(code) // 8, ctypes.cast(self._buffer, ctypes.c_void_p))
-        self.pointer = ctypes.byref(self._program)
-
-
-def prepare(code: bytes) -> Prepared:
     """The filter `code` laid out for `install`: made once, installed by many forks of the maker.
 
     A fork that installs a prepared filter touches (and copies) a few
     objects of its parent's, not the machinery that builds them.
     """
-    return Prepared(code)
+
+    def __init__(self, code: bytes) -> None:
+        self._buffer = ctypes.create_string_buffer(code, len(code))
+        self._program = _Program(len(code) // 8, ctypes.cast(self._buffer, ctypes.c_void_p))
+        self.pointer = ctypes.byref(self._program)
 
 
 def install(code: bytes | Prepared) -> None:

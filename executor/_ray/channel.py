@@ -86,11 +86,16 @@ class ChannelServer:
         self._served: set[asyncio.Task[None]] = set()
         self._unproven = 0
 
-    async def start(self, host: str) -> tuple[str, int]:
-        """Listen on `host` (a port the system picks); the address to connect to."""
+    async def start(self, host: str) -> None:
+        """Listen on `host`, on a port the system picks (see `address`)."""
         self._server = await asyncio.start_server(self._serve, host, 0, limit=_LIMIT)
-        address = self._server.sockets[0].getsockname()
-        return str(address[0]), int(address[1])
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The host and port to connect to, once started."""
+        assert self._server is not None, "the channel is not started"
+        host, port = self._server.sockets[0].getsockname()[:2]
+        return str(host), int(port)
 
     async def close(self) -> None:
         """Stop listening and end every connection (their runs are cancelled)."""

@@ -375,7 +375,8 @@ class RayExecutor(CommandRunner):
                 outcome = await self._stream(actor, _streamed(actor.run).remote(run_id, cmd), take)
             finished = True
         finally:
-            if connection is not None and connections is not None and finished:
+            if connection is not None and finished:
+                assert connections is not None  # a connection comes from them
                 connections.give_back(connection)
             elif not finished:
                 if connection is not None:
@@ -392,15 +393,9 @@ class RayExecutor(CommandRunner):
         self, connection: Connection, run_id: int, cmd: Command, sink: Sink | None
     ) -> tuple[Any, ...]:
         """One command over the actor's channel: its outcome (its output to `sink` as it comes)."""
-
-        async def take(chunk: Chunk) -> None:
-            assert sink is not None
-            await call_sink(sink, chunk)
-
+        take = None if sink is None else functools.partial(call_sink, sink)
         try:
-            outcome: tuple[Any, ...] = await connection.run(
-                run_id, cmd, take if sink is not None else None
-            )
+            outcome: tuple[Any, ...] = await connection.run(run_id, cmd, take)
         except ChannelBroken as error:
             # Only the connection's own failures: a sink's error passes as it is.
             raise self._gone(error) from None

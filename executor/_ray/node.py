@@ -5,8 +5,8 @@ methods run on the worker's event loop, many at once). Commands run
 through a `LocalExecutor` (sandboxed when asked), created on the first
 call. A command comes over the actor's channel (`executor._ray.channel`)
 or through Ray's calls; there, output travels back as Ray streaming
-generators: `("chunks", runs)` items, then one outcome item. A run is one stream's output (stdout or
-stderr) as the chunks' buffers, pickled out of band so Ray copies them
+generators: `("chunks", runs)` items, then one outcome item. A run is one
+stream's output (stdout or stderr) as the chunks' buffers, pickled out of band so Ray copies them
 once, into its message; the driver joins each run into one chunk. Items
 gather on the node while the one before travels (see `_Outbox`) and go
 inline in Ray's messages up to `INLINE_LIMIT`. Failures cross as values,
@@ -299,7 +299,6 @@ class NodeExecutor:
         self._cancelled: collections.OrderedDict[int, None] = collections.OrderedDict()
         self._sessions: dict[int, _SessionHost] = {}
         self._channel: ChannelServer | None = None
-        self._channel_address: tuple[str, int] | None = None
 
     def _executor(self) -> LocalExecutor:
         if self._watching is None:
@@ -348,14 +347,13 @@ class NodeExecutor:
         if self._channel is None:
             host: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
             self._channel = ChannelServer(self._run_one)
-            self._channel_address = await self._channel.start(host)
-        assert self._channel_address is not None
+            await self._channel.start(host)
         return {
             "node_id": ray.get_runtime_context().get_node_id(),
             "hostname": socket.gethostname(),
             "pid": os.getpid(),
             "workdir": local.workdir,
-            "channel": (*self._channel_address, self._channel.token, self._channel.proof),
+            "channel": (*self._channel.address, self._channel.token, self._channel.proof),
         }
 
     async def ping(self) -> bool:
@@ -364,22 +362,12 @@ class NodeExecutor:
 
     async def run(self, run_id: int, cmd: Command) -> AsyncIterator[tuple[Any, ...]]:
         """Run `cmd`, yielding `("chunks", [...])` items as output comes, then the outcome."""
-        if run_id in self._cancelled:
-            del self._cancelled[run_id]
-            yield encode_failure(errors.ExecutorError("the run was cancelled before it started"))
-            return
-        local = self._executor()
         out = _Outbox()
 
         async def main() -> None:
-            try:
-                output = await local.exec_cmd_streaming(cmd, out.put)
-            except Exception as error:
-                await out.put(encode_failure(error))
-            else:
-                await out.put(("done", output))
+            await out.put(await self._run_one(run_id, cmd, out.put))
 
-        task = self._runs[run_id] = asyncio.ensure_future(main())
+        task = asyncio.ensure_future(main())
         try:
             while True:
                 runs, outcome = await out.take()
@@ -389,7 +377,11 @@ class NodeExecutor:
                     yield outcome
                     return
         finally:
-            await self._end_run(run_id, task)
+            if not task.done():
+                # The driver went away: the run is cancelled, and its tree killed.
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def run_whole(self, run_id: int, cmd: Command) -> tuple[Any, ...]:
         """Run `cmd` with no sink: one call, one reply (its outcome)."""

@@ -420,10 +420,12 @@ class _Shim:
         idle shim takes it obeys.
         """
         while True:
-            if self.wake.flags & _STOPS:
-                return None, []
+            # Idle before the flags are looked at: a stop that comes after the
+            # look then breaks the receive rather than being missed by both.
             try:
                 self.wake.idle = True
+                if self.wake.flags & _STOPS:
+                    return None, []
                 # Into a buffer kept from one request to the next: a new 1 MiB
                 # bytes object each time costs an mmap, page faults and munmap.
                 size, ancillary, _, _ = self.requests.recvmsg_into(
@@ -794,16 +796,25 @@ class _Supervisor:
         slot = self.board.find(bytes((_FREE,)), 0, _SLOTS)
         if slot >= 0:
             self.board[slot] = _NEW
+        # The signals that end a shim wait (blocked) until the child has its
+        # own handlers: one sent in between (a shutdown right after the fork)
+        # would go to the supervisor's copied handler and be lost, and the
+        # shim would sit in its receive until the shutdown gave up on it.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
         try:
             pid = os.fork()
         except OSError:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             if slot >= 0:
                 self.board[slot] = _FREE
             return  # out of processes: the next loop tries again
-        if pid == 0:
+        if pid:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        else:
             try:
                 # Its own wake pipe first: then none of the supervisor's is written.
                 shim = _Shim(self.requests, self.notes_w, self.board, slot, self.config, self.me)
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
                 self.control.close()
                 self.inject.close()
                 for fd in (wake.read, wake.write, self.notes_r):

@@ -164,6 +164,30 @@ async def test_hostile_escapes_leave_no_survivor_over_100_runs(tmp_path: Path) -
     assert survivors == {}
 
 
+async def test_a_close_right_after_a_shims_fork_does_not_wait_for_it(tmp_path: Path) -> None:
+    """`aclose()` just after the supervisor forked a shim ends it at once.
+
+    The supervisor forks a spare shim as it starts and after each command; a
+    stop signal that reached the new shim before it had its own handlers was
+    lost, and the close waited out the supervisor's patience with a stubborn
+    shim (a second) before killing it. Five closes of each kind: with the
+    loss, none came back in under a second.
+    """
+    from executor._local import supervisor
+
+    patience = supervisor._SHIM_TERM_WAIT
+    for run_one in (False, True):
+        closes = []
+        for _ in range(5):
+            ex = LocalExecutor(tmp_path)
+            async with ex:
+                if run_one:
+                    await ex.exec_cmd(Command.shell("true"))
+                closing = time.monotonic()
+            closes.append(time.monotonic() - closing)
+        assert min(closes) < patience / 2, (run_one, closes)
+
+
 async def test_orphans_are_the_shims_not_inits(ex: LocalExecutor, tmp_path: Path) -> None:
     """A double-forked daemon is re-parented below the executor's supervisor, not to init."""
     script = "(env -i sh -c 'echo $$ > d.pid; exec sleep 34' >/dev/null 2>&1 &); echo started"

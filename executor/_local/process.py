@@ -29,7 +29,6 @@ import fcntl
 import functools
 import inspect
 import io
-import json
 import marshal
 import math
 import os
@@ -538,7 +537,9 @@ class Supervisor:
                 str(their_control.fileno()),
                 str(inject.fileno()),
                 str(os.getpid()),
-                json.dumps(config),
+                # marshal, as the requests are: the same interpreter reads it, and
+                # json's import (with `re`) would add a sixth to its start.
+                marshal.dumps(config).hex(),
             ]
             # Its own session (a terminal's Ctrl-C is not for it), /dev/null for
             # stdin and stdout; stderr is ours, for what a broken interpreter says.
@@ -667,7 +668,7 @@ class Supervisor:
             for fd in received:
                 os.close(fd)
             if reply[:1] == b"E":
-                report = json.loads(reply[1:])
+                report = marshal.loads(reply[1:])
                 code = int(report["errno"])
                 raise OSError(code, report["message"] or os.strerror(code))
             # The supervisor ended with the request: once more with a new one.

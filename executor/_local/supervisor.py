@@ -50,7 +50,6 @@ import array
 import contextlib
 import ctypes
 import errno
-import json
 import marshal
 import math
 import mmap
@@ -62,7 +61,13 @@ import struct
 import subprocess
 import sys
 import time
-from typing import Any
+
+# Not `typing` itself: its import is a twentieth of this interpreter's start,
+# which the first command of every executor waits for. The names are for
+# the type checker only (annotations are strings here).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -525,7 +530,7 @@ class _Shim:
         }
         assert self.ctl is not None
         with contextlib.suppress(OSError):
-            self.ctl.send(b"E" + json.dumps(report).encode())
+            self.ctl.send(b"E" + marshal.dumps(report))
 
     def _spawn(self, request: dict[str, Any]) -> int:
         argv, env = request["argv"], request["env"]
@@ -905,6 +910,8 @@ def _send(pid: int, number: int) -> None:
 def main() -> None:
     """Run it: `supervisor.py REQUESTS_FD CONTROL_FD INJECT_FD PARENT_PID CONFIG`.
 
+    CONFIG is the executor's cgroup folders, marshalled and written in hex.
+
     INJECT_FD is the executor's end of the request socket (REQUESTS_FD the
     shims'), on which the supervisor retires idle shims.
     """
@@ -912,7 +919,7 @@ def main() -> None:
     control = socket.socket(fileno=int(sys.argv[2]))
     inject = socket.socket(fileno=int(sys.argv[3]))
     parent = int(sys.argv[4])
-    config = json.loads(sys.argv[5])
+    config = marshal.loads(bytes.fromhex(sys.argv[5]))
     # The mask of the thread that started it (a worker thread that blocks
     # SIGINT, say) is no business of the commands', nor of their shims', nor
     # is what the executor's process ignores (a `nohup`'s SIGHUP, say).

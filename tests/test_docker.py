@@ -492,7 +492,8 @@ async def test_exit_code_survives_a_background_holder(ex: DockerExecutor) -> Non
     with pytest.raises(NonZeroExit) as caught:
         await ex.exec_cmd(Command.shell("sleep 30 & exit 7"))
     assert caught.value.output.exit_code == 7
-    assert time.monotonic() - started < 1.5
+    # Seconds, against the 30 s the background child holds the output.
+    assert time.monotonic() - started < 5
 
 
 async def test_stderr_that_looks_like_the_marker(ex: DockerExecutor) -> None:
@@ -734,7 +735,8 @@ async def test_kill_grace_is_wall_time(way: str) -> None:
         with pytest.raises(TimedOut):
             await ex.exec_cmd(Command.shell("trap '' TERM; sleep 30").with_timeout(timeout))
         elapsed = time.monotonic() - started
-        assert timeout + grace <= elapsed <= timeout + grace + 0.3
+        # The upper bound tells the grace kept from one waited twice (2 s more).
+        assert timeout + grace <= elapsed <= timeout + grace + 1.0
         assert survivors(ex) == []
         started = time.monotonic()
         with pytest.raises(TimedOut):

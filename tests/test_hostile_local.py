@@ -238,7 +238,8 @@ async def test_stderr_held_by_background_child_drains(ex: LocalExecutor, tmp_pat
     started = time.monotonic()
     with anyio.fail_after(10):
         output = await ex.exec_cmd(Command.shell("sleep 30 >/dev/null & echo $! > bg.pid; echo hi"))
-    assert time.monotonic() - started < 1.0
+    # Seconds, against the 30 s the child holds stderr: a loaded machine's start fits.
+    assert time.monotonic() - started < 3
     assert output.stdout == b"hi\n"
     pid = await read_pid(tmp_path / "bg.pid")
     await ex.aclose()
@@ -259,7 +260,7 @@ async def test_drain_is_bounded_with_a_slow_sink(tmp_path: Path) -> None:
         with anyio.fail_after(5):
             output = await ex.exec_cmd_streaming(Command.shell("echo started; yes & yes &"), sink)
         assert output.stdout.startswith(b"started\n")
-        assert time.monotonic() - started < 1.5
+        assert time.monotonic() - started < 3
 
 
 async def test_slow_sink_loses_no_output_written_before_exit(ex: LocalExecutor) -> None:
@@ -606,7 +607,8 @@ async def test_leader_exits_grandchild_holds_pipe(ex: LocalExecutor, tmp_path: P
             Command.shell("sleep 30 & echo $! > bg.pid; echo started").with_timeout(5)
         )
     assert output.stdout == b"started\n"
-    assert time.monotonic() - started < 1.0
+    # Seconds, against the timeout's 5 and the grandchild's 30.
+    assert time.monotonic() - started < 3
     pid = await read_pid(tmp_path / "bg.pid")
     assert alive(pid)
     await ex.aclose()

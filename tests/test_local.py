@@ -186,7 +186,8 @@ async def test_drain_is_bounded_under_a_chatty_background_child(ex: LocalExecuto
     """A background child that keeps writing to the pipe does not hold the call."""
     started = time.monotonic()
     output = await ex.exec_cmd(Command.shell("yes & echo started"))
-    assert time.monotonic() - started < 1.0
+    # Seconds, against a child that writes forever: a loaded machine's start fits.
+    assert time.monotonic() - started < 3
     assert output.stdout.startswith(b"started\n") or b"started\n" in output.stdout
 
 

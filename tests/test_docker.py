@@ -634,21 +634,33 @@ async def test_tcp_engine_address() -> None:
     if not socket_path.startswith("unix://"):
         pytest.skip("the engine is not on a unix socket")
     socket_path = socket_path.removeprefix("unix://")
+    # The relays end on their own (each side's end passed on as EOF) before the
+    # listener is cancelled: a receive cancelled on anyio's asyncio UNIX stream
+    # can race its reader callback into an InvalidStateError (anyio #1267).
+    relays = 0
+    idle = anyio.Event()
 
     async def relay(client: anyio.abc.SocketStream) -> None:
-        async with client, await anyio.connect_unix(socket_path) as engine:
+        nonlocal relays, idle
+        relays += 1
+        try:
+            async with client, await anyio.connect_unix(socket_path) as engine:
 
-            async def pump(source: anyio.abc.ByteStream, target: anyio.abc.ByteStream) -> None:
-                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    async for data in source:
-                        await target.send(data)
-                with contextlib.suppress(Exception):
-                    await target.send_eof()
+                async def pump(source: anyio.abc.ByteStream, target: anyio.abc.ByteStream) -> None:
+                    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        async for data in source:
+                            await target.send(data)
+                    with contextlib.suppress(Exception):
+                        await target.send_eof()
 
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(pump, client, engine)
-                await pump(engine, client)
-                tasks.cancel_scope.cancel()
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(pump, client, engine)
+                    await pump(engine, client)
+        finally:
+            relays -= 1
+            if not relays:
+                idle.set()
+                idle = anyio.Event()
 
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
@@ -659,6 +671,9 @@ async def test_tcp_engine_address() -> None:
             assert output.stdout == b"over-tcp\nin"
             await ex.exec_cmd(Command.write_file("f", "tcp"))
             assert (await ex.exec_cmd(Command.read_file("f"))).stdout == b"tcp"
+        with anyio.fail_after(20):
+            while relays:
+                await idle.wait()
         tasks.cancel_scope.cancel()
 
 

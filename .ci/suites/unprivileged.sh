@@ -6,11 +6,12 @@
 # runs only here). The checkout may sit under a folder only root can enter
 # (/root), so the tree and its virtual environment are copied to a fresh
 # folder the user owns, outside the home folder, and removed afterwards.
-# Idempotent: the user is made once and reused; the checkout is not touched.
+# Idempotent: the user (EXECUTOR_CI_USER, which .ci/run makes anew for each
+# run, else executor-ci) is made once and reused; the checkout is not touched.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-user=executor-ci
+user=${EXECUTOR_CI_USER:-executor-ci}
 if [ "$(id -u)" != 0 ]; then
     echo "unprivileged suite: needs root to create $user; skipped" >&2
     exit 0

@@ -497,7 +497,14 @@ class LocalExecutor(CommandRunner):
             if launcher is None:
                 # Unsandboxed: the supervisor starts it, below a subreaper of its own.
                 return await self._supervised().spawn(
-                    argv, cwd=cwd, env=env, tag=tag, stdin=stdin, pty=pty, cwd_fd=held
+                    argv,
+                    cwd=cwd,
+                    env=env,
+                    tag=tag,
+                    stdin=stdin,
+                    pty=pty,
+                    cwd_fd=held,
+                    kill_grace=self.kill_grace,
                 )
             # Landlock: the launcher, a process of its own, starts it.
             spawned = await spawn_served(

@@ -608,8 +608,12 @@ class Supervisor:
         stdin: bool,
         pty: bool = False,
         cwd_fd: int | None = None,
+        kill_grace: float = 0.0,
     ) -> Spawned:
         """Start `argv` as `spawn` does, through the supervisor.
+
+        A cancellation while the shim starts it ends what started as a kill
+        does: SIGTERM, `kill_grace`, SIGKILL.
 
         Raises:
             OSError: The program or its folder, as the start reported them.
@@ -649,8 +653,11 @@ class Supervisor:
             except BaseException:
                 # Cancelled while the shim starts it: the command runs anyway,
                 # so wait for its start (shielded, bounded) and end its tree.
-                with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_WAIT):
-                    await _abandon_start(ours)
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(kill_grace + 2 * _KILL_WAIT),
+                ):
+                    await _abandon_start(ours, kill_grace)
                 ends.abandon()
                 ours.close()
                 raise
@@ -788,14 +795,17 @@ async def _receive(sock: socket.socket) -> tuple[bytes, list[int]]:
         return data, list(fds)
 
 
-async def _abandon_start(control: socket.socket) -> None:
-    """End what a shim started for a start given up on: SIGKILL at once, awaited."""
+async def _abandon_start(control: socket.socket, grace: float) -> None:
+    """End what a shim started for a start given up on, as any kill ends a tree; awaited.
+
+    The command may have run a while before its start was given up on (a
+    cancellation that came as the shim reported it): it gets the grace too.
+    """
     reply, received = await _receive(control)
     try:
         if reply[:1] == b"P" and received:
-            with contextlib.suppress(OSError):
-                control.send(b"K")
-            await anyio.wait_readable(received[0])
+            gone = received[0]
+            await _end_through(lambda: (control.fileno(), gone), grace)
     finally:
         for fd in received:
             os.close(fd)
@@ -838,19 +848,34 @@ async def _end_supervised(spawned: Spawned, grace: float) -> None:
     # for a shim that has not ended the tree by then.
     # The grace counts from now, not from when the shim gets to it (see the
     # supervisor's `T`): CLOCK_MONOTONIC is one clock for the machine.
+    await _end_through(lambda: (spawned.status, spawned.pidfd), grace, spawned)
+
+
+async def _end_through(
+    ends: Callable[[], tuple[int | None, int | None]],
+    grace: float,
+    spawned: Spawned | None = None,
+) -> None:
+    """`T` + the grace to a shim on its control socket, then `K` if the tree outlives it.
+
+    `ends` gives the control descriptor and the `gone` pipe, read again
+    after each wait: a run may close them meanwhile (its command ended, and
+    with it, then, the whole tree).
+    """
     term = b"T%r@%r" % (grace, time.monotonic())
     for message, wait in ((term, grace + _KILL_WAIT), (b"K", _KILL_WAIT)):
-        # Read again after each wait: the run may have closed them meanwhile
-        # (its command ended, and with it, then, the whole tree).
-        control, pidfd = spawned.status, spawned.pidfd
-        if control is None or pidfd is None or _readable(pidfd):
+        control, gone = ends()
+        if control is None or gone is None or _readable(gone):
             return
         try:
             os.write(control, message)
         except OSError:
             return  # the shim is gone, and with it the tree
         with anyio.move_on_after(wait):
-            await _wait_gone(spawned)
+            if spawned is None:
+                await anyio.wait_readable(gone)
+            else:
+                await _wait_gone(spawned)
 
 
 async def _wait_gone(spawned: Spawned) -> None:

@@ -848,14 +848,10 @@ async def _end_supervised(spawned: Spawned, grace: float) -> None:
     # for a shim that has not ended the tree by then.
     # The grace counts from now, not from when the shim gets to it (see the
     # supervisor's `T`): CLOCK_MONOTONIC is one clock for the machine.
-    await _end_through(lambda: (spawned.status, spawned.pidfd), grace, spawned)
+    await _end_through(lambda: (spawned.status, spawned.pidfd), grace)
 
 
-async def _end_through(
-    ends: Callable[[], tuple[int | None, int | None]],
-    grace: float,
-    spawned: Spawned | None = None,
-) -> None:
+async def _end_through(ends: Callable[[], tuple[int | None, int | None]], grace: float) -> None:
     """`T` + the grace to a shim on its control socket, then `K` if the tree outlives it.
 
     `ends` gives the control descriptor and the `gone` pipe, read again
@@ -872,15 +868,12 @@ async def _end_through(
         except OSError:
             return  # the shim is gone, and with it the tree
         with anyio.move_on_after(wait):
-            if spawned is None:
-                await anyio.wait_readable(gone)
-            else:
-                await _wait_gone(spawned)
+            await _wait_gone(lambda: ends()[1])
 
 
-async def _wait_gone(spawned: Spawned) -> None:
-    """Wait until the command's `gone` pipe is readable: its tree is gone."""
-    pidfd = spawned.pidfd
+async def _wait_gone(gone: Callable[[], int | None]) -> None:
+    """Wait until the `gone` pipe (`gone()`, while open) is readable: the tree is gone."""
+    pidfd = gone()
     if pidfd is None:
         return
     try:
@@ -888,7 +881,7 @@ async def _wait_gone(spawned: Spawned) -> None:
     except anyio.BusyResourceError:
         # Another task waits on it already (a session's kill and its run's):
         # look now and then instead, while it is still open.
-        while spawned.pidfd is not None and not _readable(spawned.pidfd):
+        while (pidfd := gone()) is not None and not _readable(pidfd):
             await anyio.sleep(0.005)
     except (anyio.ClosedResourceError, OSError):
         return

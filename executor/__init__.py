@@ -68,6 +68,8 @@ if TYPE_CHECKING:
         TerminalTool as TerminalTool,
     )
     from executor._core.base import (
+        DEFAULT_OUTPUT_LIMIT as DEFAULT_OUTPUT_LIMIT,
+        DEFAULT_STREAM_OUTPUT_LIMIT as DEFAULT_STREAM_OUTPUT_LIMIT,
         LoadedFile as LoadedFile,
         Sink as Sink,
         ToolExecutor as ToolExecutor,

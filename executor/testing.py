@@ -1321,6 +1321,27 @@ class OutputContract:
         assert whole.endswith(tail.lstrip("\n"))
         assert str(NonZeroExit("x", output)).count(marker) <= 1
 
+    async def test_a_streamed_flood_keeps_little_and_the_sink_every_byte(
+        self, executor_factory: ExecutorFactory
+    ) -> None:
+        """With a sink the output keeps `stream_output_limit` (head and tail); without, it all."""
+        script = "head -c 3000000 /dev/zero | tr '\\0' 'x'"
+        async with executor_factory(stream_output_limit=1 << 20) as executor:
+            seen: list[bytes] = []
+
+            def sink(chunk: Chunk) -> None:
+                seen.append(chunk.data)
+
+            streamed = await executor.exec_cmd_streaming(Command.shell(script), sink)
+            whole = await executor.exec_cmd(Command.shell(script))
+        assert b"".join(seen) == b"x" * 3_000_000
+        assert streamed.truncated
+        assert len(streamed.stdout) == 1 << 20
+        assert streamed.elided is not None
+        assert streamed.elided.bytes == 3_000_000 - (1 << 20)
+        assert not whole.truncated
+        assert whole.stdout == b"x" * 3_000_000
+
     async def test_spilled_output_holds_every_byte(
         self, executor_factory: ExecutorFactory, tmp_path: Path
     ) -> None:

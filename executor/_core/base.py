@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_OUTPUT_LIMIT",
+    "DEFAULT_STREAM_OUTPUT_LIMIT",
     "CommandRunner",
     "FileBuffer",
     "LoadedFile",
@@ -259,6 +260,15 @@ class ToolExecutor(AsyncResource):
 DEFAULT_OUTPUT_LIMIT = 32 << 20
 """Bytes of output a command keeps in memory unless told otherwise: a guard against floods."""
 
+DEFAULT_STREAM_OUTPUT_LIMIT = 4 << 20
+"""Bytes of output a streamed command (one with a sink) keeps in memory unless told otherwise.
+
+A sink sees every byte as it is read, so what the returned output keeps is
+a second copy: small by default, so a flood streamed for minutes grows the
+process by a few MiB, not by `DEFAULT_OUTPUT_LIMIT`. `spill=` keeps the
+whole of a cut output on disk.
+"""
+
 
 def names(values: Iterable[str] | None) -> tuple[str, ...]:
     """Variable names as given: one, several, or none (`None`)."""
@@ -376,6 +386,9 @@ class CommandRunner(ToolExecutor):
     output_limit: int | None = attrs.field(
         default=DEFAULT_OUTPUT_LIMIT, kw_only=True, validator=_limit
     )
+    stream_output_limit: int | None = attrs.field(
+        default=DEFAULT_STREAM_OUTPUT_LIMIT, kw_only=True, validator=_limit
+    )
     kill_grace: float = attrs.field(default=1.0, kw_only=True, validator=non_negative)
     drain_timeout: float = attrs.field(default=0.1, kw_only=True, validator=non_negative)
     read_limit: int | None = attrs.field(default=None, kw_only=True, validator=_limit)
@@ -430,18 +443,28 @@ class CommandRunner(ToolExecutor):
             job_buffer=min(self.output_limit, 1 << 20) if self.output_limit is not None else None,
         )
 
-    def output_buffer(self) -> OutputBuffer:
-        """A buffer for one command's output: `output_limit` bytes kept, the rest spilled."""
+    def output_buffer(self, sink: Sink | None = None) -> OutputBuffer:
+        """A buffer for one command's output: `output_limit` bytes kept, the rest spilled.
+
+        With a sink (which sees every chunk) the buffer keeps no more than
+        `stream_output_limit` either.
+        """
         spill_dir: str | None = None
         if self.spill:
             spill_dir = _SPILL_DIR if self.spill is True else str(self.spill)
-        return OutputBuffer(self.output_limit, spill_dir=spill_dir)
+        return OutputBuffer(self.stored_limit(sink), spill_dir=spill_dir)
+
+    def stored_limit(self, sink: Sink | None) -> int | None:
+        """Bytes of output kept in memory: `output_limit`, with a sink `stream_output_limit` too."""
+        limit, streamed = self.output_limit, self.stream_output_limit
+        if sink is None or streamed is None:
+            return limit
+        return streamed if limit is None else min(limit, streamed)
 
     def file_buffer(self, shown: str, sink: Sink | None) -> FileBuffer:
         """A buffer for one file read: the whole file, or the read fails (see `FileBuffer`)."""
-        return FileBuffer(
-            shown, read_limit=self.read_limit, keep=None if sink is None else self.output_limit
-        )
+        keep = None if sink is None else self.stored_limit(sink)
+        return FileBuffer(shown, read_limit=self.read_limit, keep=keep)
 
     async def exec_cmd(self, cmd: Command) -> CommandOutput:
         """Run `cmd` to the end and return its output (see `ToolExecutor.exec_cmd`)."""

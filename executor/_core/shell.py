@@ -56,7 +56,14 @@ import anyio
 import attrs
 from anyio.abc import TaskGroup, TaskStatus
 
-from executor._core.base import LoadedFile, Sink, ToolExecutor, call_sink, failure_message
+from executor._core.base import (
+    DEFAULT_OUTPUT_LIMIT,
+    LoadedFile,
+    Sink,
+    ToolExecutor,
+    call_sink,
+    failure_message,
+)
 from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command, Exec, Shell, StrPath, Timeout, _timeout
 from executor._core.errors import CommandError, ExecutorError, NonZeroExit, TimedOut
@@ -391,7 +398,7 @@ class PersistentShell:
         self._start_cmd: Command = start
         self.default_timeout = _timeout(default_timeout)
         self.kill_grace = kill_grace
-        self._output_buffer = output_buffer or (lambda: OutputBuffer(32 << 20))
+        self._output_buffer = output_buffer or (lambda: OutputBuffer(DEFAULT_OUTPUT_LIMIT))
         self._job_buffer = job_buffer if job_buffer is not None else 1 << 20
         # A shell made under `ReadOnly` starts every process read-only.
         self._read_only = running_read_only()

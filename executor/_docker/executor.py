@@ -304,6 +304,9 @@ class DockerExecutor(CommandRunner):
         envs: Variables to set (after `env_remove`).
         output_limit: Bytes of output kept in memory per command (head and tail,
             the cut marked in `text()`); file reads are not cut.
+        stream_output_limit: Bytes kept when a sink sees the output
+            (`exec_cmd_streaming`): at most this (4 MiB by default) and
+            `output_limit`; `None` leaves it to `output_limit`.
         read_limit: Bytes a `read_file` may return; past it the read fails.
         spill: A folder (or `True`: a temporary one) to keep the whole of a
             cut output in, a file per command (`CommandOutput.elided.spill`).
@@ -717,7 +720,7 @@ class DockerExecutor(CommandRunner):
         mark = f"{self._id}/{next(self._serial)}."
         env, replace = await self._env_request(api, container_id, cmd, mark)
         ident = channel.new_id()
-        run = _HelperRun(channel, ident, self.output_buffer(), sink)
+        run = _HelperRun(channel, ident, self.output_buffer(sink), sink)
         request = {
             "argv": list(argv),
             "cwd": self.resolve(cmd),
@@ -769,7 +772,7 @@ class DockerExecutor(CommandRunner):
         api, container_id, prepared = await self._prepare(
             cmd, argv, stdin=stdin is not None, tty=False
         )
-        run = _ExecRun(prepared.nonce, self.output_buffer(), sink, self.drain_timeout)
+        run = _ExecRun(prepared.nonce, self.output_buffer(sink), sink, self.drain_timeout)
         finished = False
         try:
             with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:

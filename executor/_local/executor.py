@@ -129,6 +129,12 @@ class LocalExecutor(CommandRunner):
             cut (`CommandOutput.elided`). Sinks still see every byte. The
             default, 32 MiB, guards against floods; `None` keeps everything.
             File reads are not cut: see `read_limit`.
+        stream_output_limit: Bytes of output kept in memory per command when
+            a sink sees every chunk (`exec_cmd_streaming`): the smaller of this
+            and `output_limit` applies. The default, 4 MiB, keeps a flood
+            streamed through a sink from growing the process by more than a
+            few MiB (the sink has every byte; `spill=` keeps them too); `None`
+            leaves it to `output_limit`.
         read_limit: Bytes a `read_file` may return; a larger file fails with
             its size and the limit named, and nothing of it is returned.
             `None` (the default) reads any file whole.
@@ -428,7 +434,7 @@ class LocalExecutor(CommandRunner):
             spawned,
             stdin=stdin,
             sink=sink,
-            buffer=self.output_buffer(),
+            buffer=self.output_buffer(sink),
             timeout=self._timeout(cmd),
             kill_grace=self.kill_grace,
             drain_timeout=self.drain_timeout,

@@ -195,6 +195,7 @@ class RayExecutor(CommandRunner):
             "env_remove": self.env_remove,
             "envs": dict(self.envs),
             "output_limit": self.output_limit,
+            "stream_output_limit": self.stream_output_limit,
             "kill_grace": self.kill_grace,
             "drain_timeout": self.drain_timeout,
             "read_limit": self.read_limit,

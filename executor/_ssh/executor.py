@@ -292,6 +292,9 @@ class SshExecutor(CommandRunner):
         envs: Variables to set; a command's own `with_env` comes last.
         output_limit: Bytes of output kept in memory per command (head and tail,
             the cut marked in `text()`); file reads are not cut.
+        stream_output_limit: Bytes kept when a sink sees the output
+            (`exec_cmd_streaming`): at most this (4 MiB by default) and
+            `output_limit`; `None` leaves it to `output_limit`.
         read_limit: Bytes a `read_file` may return; past it the read fails.
         spill: A folder (or `True`: a temporary one) to keep the whole of a
             cut output in, a file per command (`CommandOutput.elided.spill`).
@@ -867,7 +870,7 @@ class ChannelRun:
         self._tag = tag
         self._sink = sink
         self._started = started
-        self._buffer = executor.output_buffer()
+        self._buffer = executor.output_buffer(sink)
 
     async def kill(self, grace: float | None = None) -> None:
         """Kill the command's whole remote tree: SIGTERM, `grace` (or `kill_grace`), SIGKILL.

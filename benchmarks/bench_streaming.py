@@ -24,18 +24,22 @@ Sides:
 - `anyio.open_process`: `async for chunk in proc.stdout` (asyncio backend);
 - ours: `LocalExecutor(output_limit=1 MiB).exec_cmd_streaming(cmd, sink)`, on
   asyncio and trio; run as root (as here and in CI) the executor enlarges its
-  pipes to 1 MiB, so `ours (asyncio, 64K pipe)` also shows it with the default
-  64 KiB pipe a non-root user gets;
+  pipes to 1 MiB at the start, so `ours (asyncio, 64K pipe)` also shows it
+  as a non-root user runs it: the pipes start at the default 64 KiB, and the
+  executor enlarges one once it floods (a read found it full), as the user's
+  pipe budget allows; `ours (asyncio, 64K fixed)` keeps 64 KiB throughout
+  (a user whose budget is spent);
 - `thread readv (ref)`: a reference ceiling for Python, a plain thread doing
   blocking `os.readv` into one reused 1 MiB bytearray (default pipe size).
 
 More sides: `baseline (asyncio)` is the reader before this change (the code
 at `_baseline.BASELINE_COMMIT`: FIONREAD-sized `os.read` calls, the pipe
 added to and removed from epoll at every wait); `ours (asyncio, defaults)` is
-`LocalExecutor()` with nothing set (32 MiB of stored output); `producer |
+`LocalExecutor()` with nothing set (a streamed command keeps
+`stream_output_limit`, 4 MiB, of stored output); `producer |
 cat (ref)` is the pipe's own limit: the producer into `cat >/dev/null`.
 
-Targets: ours (asyncio), with 1 MiB and 64 KiB pipes, >= 1.5x raw asyncio and
+Targets: ours (asyncio), with 1 MiB pipes and from 64 KiB ones, >= 1.5x raw asyncio and
 >= 0.75x `producer | cat`; RSS growth at the default settings <= 8 MiB.
 """
 
@@ -68,6 +72,7 @@ SIDES = [
     "baseline (asyncio)",
     "ours (asyncio)",
     "ours (asyncio, 64K pipe)",
+    "ours (asyncio, 64K fixed)",
     "ours (asyncio, defaults)",
     "ours (trio)",
     "thread readv (ref)",
@@ -119,17 +124,22 @@ TIMED: dict[str, float] = {}
 
 
 def _ours(
-    backend: str, *, small_pipe: bool = False, limit: int | None = OUTPUT_LIMIT
+    backend: str,
+    *,
+    small_pipe: bool = False,
+    fixed_pipe: bool = False,
+    limit: int | None = OUTPUT_LIMIT,
 ) -> Callable[[str, str], int]:
     def run(workdir: str, script: str) -> int:
         total = 0
         if small_pipe:
-            # As a non-root user runs it: the executor only enlarges pipes as root.
-            if not hasattr(executor._local.process, "_enlarge_pipes"):
-                raise RuntimeError(
-                    "executor._local.process._enlarge_pipes is gone: update this side"
-                )
-            setattr(executor._local.process, "_enlarge_pipes", False)  # noqa: B010
+            # As a non-root user runs it: only root's pipes are enlarged at the
+            # start; a user's are enlarged once they flood (within the user's
+            # pipe budget), and with `fixed_pipe` not at all (the budget spent).
+            for flag, value in (("_enlarge_pipes", False), ("_grow_pipes", not fixed_pipe)):
+                if not hasattr(executor._local.process, flag):
+                    raise RuntimeError(f"executor._local.process.{flag} is gone: update this side")
+                setattr(executor._local.process, flag, value)
 
         def sink(chunk: Chunk) -> None:
             nonlocal total
@@ -187,6 +197,7 @@ RUNNERS: dict[str, Callable[[str, str], int]] = {
     "ours (asyncio, defaults)": _ours("asyncio", limit=None),
     "producer | cat (ref)": _pipe_to_cat,
     "ours (asyncio, 64K pipe)": _ours("asyncio", small_pipe=True),
+    "ours (asyncio, 64K fixed)": _ours("asyncio", small_pipe=True, fixed_pipe=True),
     "ours (trio)": _ours("trio"),
     "thread readv (ref)": _thread_readv,
 }

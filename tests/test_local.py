@@ -506,3 +506,32 @@ async def test_a_gib_of_output_spills_whole_in_bounded_memory(tmp_path: Path) ->
         )
     assert result.returncode == 0, result.stderr.decode()[-600:]
     assert result.stdout == b"ok\n"
+
+
+PIPE_SIZE_OF_STDOUT = "import fcntl, sys; print(fcntl.fcntl(1, 1032))"  # F_GETPIPE_SZ
+
+
+async def test_a_flooding_pipe_is_enlarged_once_it_floods(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without root's enlargement at the start (a user's pipes), a pipe grows once it floods.
+
+    A quiet command's stdout stays at the kernel's 64 KiB (a user's pipe
+    budget is spent only where it pays); one that fills it gets a pipe of
+    1 MiB, and every byte still arrives in order.
+    """
+    import executor._local.process as process
+
+    monkeypatch.setattr(process, "_enlarge_pipes", False)
+    flood = f"import os; os.write(1, bytes(range(256)) * 16384); {PIPE_SIZE_OF_STDOUT}"
+    seen: list[bytes] = []
+    async with LocalExecutor(tmp_path) as ex:
+        quiet = await ex.exec_cmd(Command.exec([sys.executable, "-c", PIPE_SIZE_OF_STDOUT]))
+        flooded = await ex.exec_cmd_streaming(
+            Command.exec([sys.executable, "-c", flood]), lambda chunk: seen.append(chunk.data)
+        )
+    assert quiet.stdout == b"65536\n"
+    data = b"".join(seen)
+    assert data[: 4 << 20] == bytes(range(256)) * 16384
+    assert data[4 << 20 :] == b"1048576\n"
+    assert max(len(block) for block in seen) > 1 << 16

@@ -73,9 +73,13 @@ __all__ = [
 _READ_SIZE: Final = 1 << 20
 # A reader's buffer at first: enough for what a quiet command prints at once.
 _FIRST_READ: Final = 1 << 16
-# Linux's default pipe holds 64 KiB; a larger one lets each wakeup carry more.
-# Only root enlarges pipes: for other users the pages count against a per-user
-# budget, and spending it would shrink the pipes of the user's other programs.
+# Linux's default pipe holds 64 KiB; a larger one lets each wakeup carry more
+# (a flood through a 64 KiB pipe moves about half as fast). Root enlarges
+# every pipe at the start. For other users a pipe's pages count against a
+# per-user budget (`/proc/sys/fs/pipe-user-pages-soft`, 64 MiB), past which
+# the user's new pipes are made small, so a pipe is enlarged only once it
+# floods (a read found it full), and a refusal (the budget spent) keeps it
+# as it is.
 _PIPE_SIZE: Final = 1 << 20
 _F_SETPIPE_SZ: Final = 1031
 _F_GETPIPE_SZ: Final = 1032
@@ -455,6 +459,8 @@ async def spawn_served(
 
 
 _enlarge_pipes = os.geteuid() == 0
+# Whether a pipe that floods is enlarged (where `_enlarge_pipes` did not already).
+_grow_pipes = True
 
 _SUPERVISOR: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
 # How long a kill waits for a tree to go after SIGKILL (a process in
@@ -1123,6 +1129,9 @@ class ProcessRun:
             capacity = fcntl.fcntl(fd, _F_GETPIPE_SZ)
         except OSError:
             capacity = _FIRST_READ  # a pty
+            grow = False
+        else:
+            grow = _grow_pipes and capacity < _PIPE_SIZE
         flood_read = min(max(capacity, _FIRST_READ), _READ_SIZE)
         # Past the drain period a reader still takes what the pipe holds, so a
         # slow sink never costs the command's last words; a background child
@@ -1160,6 +1169,11 @@ class ProcessRun:
                     return
                 drained = size < (flood_read if flooding else _FIRST_READ)
                 flooding = size >= _FIRST_READ
+                if grow and size >= capacity:
+                    grow = False  # tried once: a refusal stands for this pipe
+                    with contextlib.suppress(OSError):
+                        capacity = fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
+                        flood_read = min(capacity, _READ_SIZE)
                 if self._stopping:
                     allowance -= size
                     now = anyio.current_time()

@@ -20,6 +20,7 @@ import textwrap
 import threading
 import time
 import uuid
+from collections.abc import Awaitable
 from pathlib import Path
 
 import anyio
@@ -640,3 +641,43 @@ async def test_a_killed_supervisors_stuck_shims_are_ended_and_their_folders_go(
             for shim in shims:  # ours, by pid: none is left stopped if this failed
                 with contextlib.suppress(psutil.NoSuchProcess):
                     shim.kill()
+
+
+async def _outcome(call: Awaitable[object]) -> object:
+    """What `call` returned, or the `CommandError` it raised."""
+    try:
+        return await call
+    except CommandError as error:
+        return error
+
+
+async def test_the_shim_keeps_the_timeout_and_its_kill_is_still_a_timeout(tmp_path: Path) -> None:
+    """The shim ends the tree at the deadline itself; a leader that exits on SIGTERM is timed out.
+
+    The event loop is held up (a blocking task) from the command's start
+    until past the shim's deadline, so the executor's own timer starts late
+    and the leader's status (exit 3, from its trap) reaches the executor
+    first: it must still raise `TimedOut`, not `NonZeroExit`, and end the
+    rest of the tree (the background `sleep`) at once, not after the grace.
+    """
+    started_file = tmp_path / "started"
+    script = "echo $$ > started; trap 'exit 3' TERM; sleep 30 & echo $! > bg.pid; wait"
+
+    async def hold_the_loop() -> None:
+        until = time.monotonic() + 5
+        while not started_file.exists() and time.monotonic() < until:
+            time.sleep(0.001)  # noqa: ASYNC251 (blocks the loop on purpose)
+        time.sleep(0.5)  # noqa: ASYNC251 (past the 0.3 s deadline, still blocking)
+
+    async with LocalExecutor(tmp_path, kill_grace=20) as ex:
+        await ex.exec_cmd(Command.shell("true"))
+        for _ in range(3):
+            started_file.unlink(missing_ok=True)
+            began = time.monotonic()
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(hold_the_loop)
+                outcome = await _outcome(ex.exec_cmd(Command.shell(script).with_timeout(0.3)))
+            assert time.monotonic() - began < 10
+            assert isinstance(outcome, TimedOut), outcome
+            assert outcome.output.exit_code == 3
+            assert not alive(int((tmp_path / "bg.pid").read_text()))

@@ -429,13 +429,14 @@ class LocalExecutor(CommandRunner):
     async def _process(
         self, cmd: Command, argv: Iterable[str], stdin: bytes | None, sink: Sink | None
     ) -> CommandOutput:
-        spawned = await self._spawn(cmd, argv, stdin=stdin is not None, sink=sink)
+        timeout = self._timeout(cmd)
+        spawned = await self._spawn(cmd, argv, stdin=stdin is not None, sink=sink, timeout=timeout)
         run = ProcessRun(
             spawned,
             stdin=stdin,
             sink=sink,
             buffer=self.output_buffer(sink),
-            timeout=self._timeout(cmd),
+            timeout=timeout,
             kill_grace=self.kill_grace,
             drain_timeout=self.drain_timeout,
         )
@@ -454,11 +455,13 @@ class LocalExecutor(CommandRunner):
         sink: Sink | None,
         pty: bool = False,
         read_only: bool | None = None,
+        timeout: float | None = None,
     ) -> Spawned:
         """Start `cmd`'s process in its folder (opened beneath the workdir when confined).
 
         Sandboxed, the process starts under the sandbox, with nothing writable
         when `read_only` (by default: when `ReadOnly` asked, see `running_read_only`).
+        `timeout` is the run's, for a supervisor's shim to keep as well.
         """
         started = anyio.current_time()
         held: int | None = None
@@ -511,6 +514,7 @@ class LocalExecutor(CommandRunner):
                     pty=pty,
                     cwd_fd=held,
                     kill_grace=self.kill_grace,
+                    timeout=timeout,
                 )
             # Landlock: the launcher, a process of its own, starts it.
             spawned = await spawn_served(

@@ -160,6 +160,8 @@ class Supervised:
     pid: int
     returncode: int | None = None
     memory_peak: int | None = None
+    # Whether its shim's deadline (the command's timeout) passed before the leader's end.
+    timed_out: bool = False
 
 
 @attrs.define(eq=False)
@@ -615,11 +617,18 @@ class Supervisor:
         pty: bool = False,
         cwd_fd: int | None = None,
         kill_grace: float = 0.0,
+        timeout: float | None = None,
     ) -> Spawned:
         """Start `argv` as `spawn` does, through the supervisor.
 
         A cancellation while the shim starts it ends what started as a kill
-        does: SIGTERM, `kill_grace`, SIGKILL.
+        does: SIGTERM, `kill_grace`, SIGKILL. With `timeout`, the shim ends
+        the tree so itself once that many seconds have passed since the
+        start, unless the command's leader has exited by then: no round trip
+        to this process (whose timer may wake late) holds up the kill, and
+        the status it reports says so (`Supervised.timed_out`). The caller
+        still keeps the same timeout and asks for the kill, which then finds
+        it under way.
 
         Raises:
             OSError: The program or its folder, as the start reported them.
@@ -632,6 +641,8 @@ class Supervisor:
                 "env": {**env, TREE_VARIABLE: tag},
                 "cwd": cwd,
                 "pty": pty,
+                "timeout": timeout,
+                "grace": kill_grace,
             }
         )
         started = boot_clock()
@@ -836,8 +847,9 @@ async def _wait_supervised(spawned: Spawned, control: int) -> int:
             continue
         except OSError:
             data = b""
-        if data[:1] == b"S" and len(data) >= 13:
-            status, peak = (int(value) for value in struct.unpack("=iq", data[1:13]))
+        if data[:1] == b"S" and len(data) >= 14:
+            fields: tuple[int, int, bool] = struct.unpack("=iq?", data[1:14])
+            status, peak, process.timed_out = fields
             process.memory_peak = peak if peak >= 0 else None
             break
         if not data:
@@ -1050,7 +1062,10 @@ class ProcessRun:
                     tasks.start_soon(self._write_stdin, spawned.stdin)
                 with anyio.move_on_after(math.inf if self._timeout is None else self._timeout):
                     self._status = await wait_exit(spawned)
-                if self._status is None:
+                # A shim keeps the timeout too, and may have ended the leader
+                # (SIGTERM, at the deadline) before this timer woke.
+                process = spawned.process
+                if self._status is None or (isinstance(process, Supervised) and process.timed_out):
                     timed_out = True
                     await run_to_completion(self._kill)
                 await self._drain(timed_out=timed_out)

@@ -356,6 +356,12 @@ class _Shim:
         self.leader = 0
         self.status: int | None = None
         self.io: list[int] = []
+        # The command's timeout, kept here: when the tree gets SIGTERM unless
+        # the leader has exited by then, the grace that follows, and whether
+        # it came to that (said in the leader's status report).
+        self.term_at: float | None = None
+        self.grace = 0.0
+        self.timed_out = False
 
     def run(self) -> None:
         _prctl(_PR_SET_CHILD_SUBREAPER, 1)
@@ -464,6 +470,8 @@ class _Shim:
         self.io = fds[:3]
         self.status = None
         self.leader = 0
+        self.term_at = None
+        self.timed_out = False
         try:
             if self.failure is not None:
                 failure, self.failure = self.failure, None
@@ -486,6 +494,10 @@ class _Shim:
                 # Not to pin the command's folder (a mount, say) while idle.
                 with contextlib.suppress(OSError):
                     os.chdir("/")
+            timeout = request.get("timeout")
+            if timeout is not None:
+                self.term_at = time.monotonic() + timeout
+                self.grace = float(request.get("grace") or 0.0)
             for fd in fds[:3]:
                 os.close(fd)
             fds[:3] = [-1, -1, -1]
@@ -621,9 +633,10 @@ class _Shim:
             if pid == self.leader and self.status is None:
                 self.status = status
                 peak = -1 if self.cgroups is None else self.cgroups.peak()
+                self.term_at = None  # a leader that exited in time is not timed out
                 if self.ctl is not None:
                     with contextlib.suppress(OSError):
-                        self.ctl.send(b"S" + struct.pack("=iq", status, peak))
+                        self.ctl.send(b"S" + struct.pack("=iq?", status, peak, self.timed_out))
                 self._leave()
 
     def _leave(self) -> None:
@@ -671,11 +684,27 @@ class _Shim:
                 return
             wake.flags.discard(signal.SIGCHLD)
             timeout = None
+            if self.term_at is not None:
+                now = time.monotonic()
+                if now >= self.term_at:
+                    # The command's timeout, to the microsecond: SIGTERM,
+                    # then SIGKILL once the grace (counted from the
+                    # deadline, not from this wakeup) is up.
+                    self.timed_out = True
+                    self._signal_tree(signal.SIGTERM)
+                    self._leave()
+                    termed = True
+                    end = self.term_at + self.grace
+                    deadline = end if deadline is None else min(deadline, end)
+                    self.term_at = None
+                else:
+                    timeout = self.term_at - now
             if deadline is not None:
-                timeout = deadline - time.monotonic()
-                if timeout <= 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     self._kill()
                     return
+                timeout = left if timeout is None else min(timeout, left)
             for fd in _readable_within(watched, timeout):
                 if fd == wake.read:
                     wake.drain()
@@ -691,19 +720,25 @@ class _Shim:
                     continue
                 kind = message[:1]
                 if kind == b"T":
-                    self._signal_tree(signal.SIGTERM)
+                    # The executor's kill (a timeout, a cancel): SIGTERM, unless
+                    # the shim's own deadline sent it already.
+                    if not self.timed_out:
+                        self._signal_tree(signal.SIGTERM)
+                    self.term_at = None
                     # During the grace, so the SIGKILL that may follow costs no migration.
                     self._leave()
                     with contextlib.suppress(ValueError):
                         # The grace is kept here: no round trip to the executor
                         # for the kill. It counts from when the executor sent it
                         # (`T<grace>@<CLOCK_MONOTONIC then>`: one clock for the
-                        # machine), so the shim's wakeup adds nothing to it.
+                        # machine), so the shim's wakeup adds nothing to it; a
+                        # grace already running (the deadline's) is not put off.
                         grace_text, _, sent_text = message[1:].partition(b"@")
                         grace = float(grace_text or "nan")
                         sent = float(sent_text) if sent_text else time.monotonic()
                         if grace == grace:  # not NaN
-                            deadline = min(sent, time.monotonic()) + grace
+                            end = min(sent, time.monotonic()) + grace
+                            deadline = end if deadline is None else min(deadline, end)
                 elif kind == b"K":
                     self._kill()
                     return

@@ -1069,7 +1069,10 @@ class ProcessRun:
                     timed_out = True
                     await run_to_completion(self._kill)
                 await self._drain(timed_out=timed_out)
-                tasks.cancel_scope.cancel()
+                # Only what still runs is cancelled: anyio's cancel() formats
+                # the task's repr (a tenth of a millisecond a command).
+                if self._readers or spawned.stdin is not None:
+                    tasks.cancel_scope.cancel()
         except BaseException as exc:
             await run_to_completion(self._kill)
             inner = _unwrap(exc)

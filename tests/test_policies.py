@@ -383,3 +383,31 @@ class TestReadOnlyContract(ReadOnlyContract):
         """ReadOnly over a LocalExecutor on the same folder."""
         async with LocalExecutor(tmp_path).read_only() as executor:
             yield executor
+
+
+@pytest.mark.parametrize("policy", ["secrets", "observed"])
+async def test_a_watching_policy_keeps_what_its_caller_would(tmp_path: Path, policy: str) -> None:
+    """A policy that watches output on its way (redacts, observes) keeps the caller's amount.
+
+    `exec_cmd` through it keeps `output_limit` whole, as the bare executor
+    does, though the policy streams from the executor it wraps; only a
+    caller's own stream keeps `stream_output_limit`.
+    """
+    from executor import Observed
+
+    script = "head -c 3000000 /dev/zero | tr '\\0' 'x'"
+    inner = LocalExecutor(tmp_path, stream_output_limit=1 << 20)
+    wrapped: ToolExecutor = (
+        Secrets(inner, redact=["a-secret-value"]) if policy == "secrets" else Observed(inner, print)
+    )
+    seen: list[bytes] = []
+    async with wrapped:
+        whole = await wrapped.exec_cmd(Command.shell(script))
+        streamed = await wrapped.exec_cmd_streaming(
+            Command.shell(script), lambda chunk: seen.append(chunk.data)
+        )
+    assert not whole.truncated
+    assert whole.stdout == b"x" * 3_000_000
+    assert b"".join(seen) == b"x" * 3_000_000
+    assert streamed.truncated
+    assert len(streamed.stdout) == 1 << 20

@@ -52,7 +52,9 @@ __all__ = [
     "LoadedFile",
     "Sink",
     "ToolExecutor",
+    "Watcher",
     "call_sink",
+    "caller_streams",
     "failure_message",
     "file_failure",
     "names",
@@ -66,6 +68,31 @@ W = TypeVar("W", bound="ToolExecutor")
 
 Sink: TypeAlias = Callable[[Chunk], Awaitable[None] | None]
 """Called with each chunk as it is read: a plain function, or an async one that is awaited."""
+
+
+@attrs.frozen
+class Watcher:
+    """A sink a wrapper puts between its caller and the executor it wraps, to watch each chunk.
+
+    A policy that redacts or observes output passes one of these down in
+    place of its caller's sink, which it names (`caller`, `None` when the
+    caller did not stream: `exec_cmd`). The backend keeps as much output as
+    for the caller's own call: `stream_output_limit` applies only when the
+    caller streams.
+    """
+
+    watch: Callable[[Chunk], Awaitable[None] | None]
+    caller: Sink | None
+
+    def __call__(self, chunk: Chunk) -> Awaitable[None] | None:
+        return self.watch(chunk)
+
+
+def caller_streams(sink: Sink | None) -> bool:
+    """Whether a sink stands for a caller's own (not only for a wrapper's `Watcher`)."""
+    while isinstance(sink, Watcher):
+        sink = sink.caller
+    return sink is not None
 
 
 async def call_sink(sink: Sink, chunk: Chunk) -> None:
@@ -457,7 +484,7 @@ class CommandRunner(ToolExecutor):
     def stored_limit(self, sink: Sink | None) -> int | None:
         """Bytes of output kept in memory: `output_limit`, with a sink `stream_output_limit` too."""
         limit, streamed = self.output_limit, self.stream_output_limit
-        if sink is None or streamed is None:
+        if streamed is None or not caller_streams(sink):
             return limit
         return streamed if limit is None else min(limit, streamed)
 

@@ -20,7 +20,7 @@ from typing import Any, TypeAlias
 import anyio
 import attrs
 
-from executor._core.base import Sink, ToolExecutor, call_sink
+from executor._core.base import Sink, ToolExecutor, Watcher, call_sink
 from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command
 from executor._core.errors import CommandError, outcome_of
@@ -212,7 +212,9 @@ class Observed(WrappedExecutor):
                 call.span = span
                 await call.started()
                 try:
-                    output = await self.inner.exec_cmd_streaming(cmd, observing)
+                    output = await self.inner.exec_cmd_streaming(
+                        cmd, Watcher(observing, caller=sink)
+                    )
                 except _ObserverFailed:
                     raise
                 except BaseException as error:

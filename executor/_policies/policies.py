@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 import anyio
 import attrs
 
-from executor._core.base import Sink, ToolExecutor, call_sink
+from executor._core.base import Sink, ToolExecutor, Watcher, call_sink
 from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile
 from executor._core.errors import CommandError, PolicyDenied, outcome_of
@@ -231,7 +231,7 @@ class Secrets(CheckedExecutor):
 
     async def exec_cmd(self, cmd: Command) -> CommandOutput:
         """Run `cmd` without credentials, its output redacted."""
-        return await self.exec_cmd_streaming(cmd, _discard)
+        return await self.exec_cmd_streaming(cmd, Watcher(_discard, caller=None))
 
     async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
         """Run `cmd` without credentials, redacting what reaches `sink` and what comes back."""
@@ -245,7 +245,7 @@ class Secrets(CheckedExecutor):
                 await call_sink(sink, clean)
 
         try:
-            output = await self.inner.exec_cmd_streaming(checked, redacting)
+            output = await self.inner.exec_cmd_streaming(checked, Watcher(redacting, caller=sink))
         except CommandError as error:
             for clean in redactor.flush():
                 await call_sink(sink, clean)

@@ -106,11 +106,20 @@ def _write(path: str, text: str) -> None:
 
 
 def _read(path: str) -> str | None:
+    # os.read, not open(): no text and buffer layers for a file of a few bytes.
     try:
-        with open(path) as file:
-            return file.read()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        parts = []
+        while part := os.read(fd, 65536):
+            parts.append(part)
+        return b"".join(parts).decode()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 class _Stop(Exception):
@@ -217,6 +226,7 @@ class _Cgroups:
         self.v2: str | None = None
         self.folders: list[str] = []
         self.memory: str | None = None
+        self.memory_fd = -1
         self.home: dict[str, str] = config.get("home", {})
         # Whether the shim is in these cgroups (from `join` to `leave`).
         self.inside = False
@@ -264,6 +274,11 @@ class _Cgroups:
             if pids is not None:
                 self.pids_max = os.path.join(folder, "pids.max")
                 _write(self.pids_max, str(pids + 1))
+        # Opened now, off the command's path: the leader's status report,
+        # which waits for the peak, then costs one pread.
+        if self.memory is not None:
+            with contextlib.suppress(OSError):
+                self.memory_fd = os.open(self.memory, os.O_RDONLY | os.O_CLOEXEC)
 
     def join(self) -> None:
         self.inside = True
@@ -298,13 +313,18 @@ class _Cgroups:
         return True
 
     def peak(self) -> int:
-        text = None if self.memory is None else _read(self.memory)
+        """The memory peak, read through a descriptor opened ahead (while the shim was idle)."""
+        if self.memory_fd < 0:
+            return -1
         try:
-            return int(text or "")
-        except ValueError:
+            return int(os.pread(self.memory_fd, 64, 0))
+        except (OSError, ValueError):
             return -1
 
     def remove(self) -> None:
+        if self.memory_fd >= 0:
+            os.close(self.memory_fd)
+            self.memory_fd = -1
         for folder in reversed(self.folders):
             # A v1 memory cgroup may hold page cache charges a moment longer.
             for _ in range(50):

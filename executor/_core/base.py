@@ -489,8 +489,13 @@ class CommandRunner(ToolExecutor):
         return streamed if limit is None else min(limit, streamed)
 
     def file_buffer(self, shown: str, sink: Sink | None) -> FileBuffer:
-        """A buffer for one file read: the whole file, or the read fails (see `FileBuffer`)."""
-        keep = None if sink is None else self.stored_limit(sink)
+        """A buffer for one file read: the whole file, or the read fails (see `FileBuffer`).
+
+        A streamed read keeps the file (whole, or nothing of it) up to
+        `output_limit`, not `stream_output_limit`: a file comes back whole
+        wherever it can.
+        """
+        keep = None if sink is None else self.output_limit
         return FileBuffer(shown, read_limit=self.read_limit, keep=keep)
 
     async def exec_cmd(self, cmd: Command) -> CommandOutput:

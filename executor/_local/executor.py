@@ -134,7 +134,7 @@ class LocalExecutor(CommandRunner):
             and `output_limit` applies. The default, 4 MiB, keeps a flood
             streamed through a sink from growing the process by more than a
             few MiB (the sink has every byte; `spill=` keeps them too); `None`
-            leaves it to `output_limit`.
+            leaves it to `output_limit`. A file read keeps `output_limit`.
         read_limit: Bytes a `read_file` may return; a larger file fails with
             its size and the limit named, and nothing of it is returned.
             `None` (the default) reads any file whole.

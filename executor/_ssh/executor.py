@@ -294,7 +294,8 @@ class SshExecutor(CommandRunner):
             the cut marked in `text()`); file reads are not cut.
         stream_output_limit: Bytes kept when a sink sees the output
             (`exec_cmd_streaming`): at most this (4 MiB by default) and
-            `output_limit`; `None` leaves it to `output_limit`.
+            `output_limit`; `None` leaves it to `output_limit`. File reads
+            keep `output_limit`.
         read_limit: Bytes a `read_file` may return; past it the read fails.
         spill: A folder (or `True`: a temporary one) to keep the whole of a
             cut output in, a file per command (`CommandOutput.elided.spill`).

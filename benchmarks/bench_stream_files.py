@@ -6,7 +6,12 @@ files, hidden entries and binary files) with a warm page cache:
 
 - `ours (asyncio)` / `ours (trio)`: `stream_text_files`, the walker behind
   `LocalExecutor.stream_files`, consumed to the end: every kept file is
-  listed, read, checked for NUL bytes and decoded;
+  listed, read, checked for NUL bytes and decoded (past its first 1024
+  files, a share of them by its forked reader process, on the other core);
+- `ours, one process`: the same with `fork_after=None`, all in this process;
+- `before (asyncio)`: the walker as it was before the forked reader (commit
+  `BEFORE`, loaded from git as a module of its own; left out when git cannot
+  show it), to compare in the same run;
 - `rg --files`: ripgrep listing the same tree (a subprocess whose output is
   only counted), which applies the same ignore rules but reads no file;
 - `os.walk + read`: for reference, a plain walk reading every file, with no
@@ -20,17 +25,19 @@ files, hidden entries and binary files) with a warm page cache:
   beforehand): the part no Python walker that reads every file can avoid.
 
 Wall time is the measure; the `cpu` column (user + system time of all
-threads, and of rg's process) tells a slow side from a crowded machine.
+threads, and of the reaped child processes: rg's, and our forked reader)
+tells a slow side from a crowded machine.
 
 Each side runs once per round, in an order that rotates from round to round
 so that the machine's noise (2 shared cores) falls on every side alike.
 
-Target: ours (asyncio) median <= 3x `rg --files`.
+Target: ours (asyncio) median <= 2.5x `rg --files`.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import resource
 import shutil
@@ -38,14 +45,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from types import ModuleType
 
 import _harness as h
 import anyio
 
 from executor._files.walk import iter_text_files, stream_text_files
 
-TARGET = 3.0
+TARGET = 2.5
+# The last commit with the walker that read every file in this process.
+BEFORE = "acbe0b8920e440ef6208863bd436245e34a1d688"
 FILES_PER_FOLDER = 40
 FOLDERS_PER_FOLDER = 8
 
@@ -107,20 +117,55 @@ def timed(count: Callable[[], int]) -> tuple[int, float, float]:
     return found, time.perf_counter() - started, cpu_seconds() - cpu
 
 
-def ours(backend: str) -> Side:
+def ours(backend: str, *, fork: bool = True, module: ModuleType | None = None) -> Side:
+    """`stream_text_files` (of `module`, by default this tree's) on `backend`."""
+
+    def files(root: str) -> AsyncIterator[object]:
+        if module is not None:
+            walk: AsyncIterator[object] = module.stream_text_files(root, "", extensions=None)
+            return walk
+        if fork:
+            return stream_text_files(root, "", extensions=None)
+        return stream_text_files(root, "", extensions=None, fork_after=None)
+
     def run(root: str) -> tuple[int, float, float]:
         async def main() -> tuple[int, float, float]:
             # Timed inside the event loop: starting a loop is not stream_files' cost.
             cpu = cpu_seconds()
             started = time.perf_counter()
             count = 0
-            async for _ in stream_text_files(root, "", extensions=None):
+            async for _ in files(root):
                 count += 1
             return count, time.perf_counter() - started, cpu_seconds() - cpu
 
         return anyio.run(main, backend=backend)
 
     return run
+
+
+def walker_before() -> ModuleType | None:
+    """The walk module as of commit `BEFORE`, or None when git cannot show it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        source = subprocess.run(
+            ["git", "-C", here, "show", f"{BEFORE}:executor/_files/walk.py"],
+            capture_output=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".py") as file:
+        file.write(source)
+        file.flush()
+        spec = importlib.util.spec_from_file_location("_walk_before", file.name)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception:  # Its imports from this tree may no longer exist.
+            return None
+    return module
 
 
 RG = shutil.which("rg")
@@ -141,6 +186,7 @@ def ripgrep(root: str) -> tuple[int, float, float]:
 
 
 READING = "rg -l '' (reads all)"
+BEFORE_SIDE = "before (asyncio)"
 
 
 def ripgrep_reading(root: str) -> tuple[int, float, float]:
@@ -217,7 +263,19 @@ def cpu_seconds() -> float:
 def measure(
     files: int, rounds: int
 ) -> tuple[dict[str, h.Stats], dict[str, h.Stats], dict[str, int]]:
-    names = ["ours (asyncio)", "ours (trio)", BASELINE, READING, "os.walk + read", "read floor"]
+    before = walker_before()
+    names = [
+        "ours (asyncio)",
+        "ours (trio)",
+        "ours, one process",
+        BEFORE_SIDE,
+        BASELINE,
+        READING,
+        "os.walk + read",
+        "read floor",
+    ]
+    if before is None:
+        names.remove(BEFORE_SIDE)
     if RG is None:
         names.remove(BASELINE)
         names.remove(READING)
@@ -229,6 +287,8 @@ def measure(
         sides: dict[str, Side] = {
             "ours (asyncio)": ours("asyncio"),
             "ours (trio)": ours("trio"),
+            "ours, one process": ours("asyncio", fork=False),
+            BEFORE_SIDE: ours("asyncio", module=before),
             BASELINE: ripgrep,
             READING: ripgrep_reading,
             "os.walk + read": walk_and_read,

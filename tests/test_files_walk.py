@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from executor._core.base import LoadedFile
 from executor._core.errors import InvalidArgument
+from executor._files import walk as walk_module
 from executor._files.walk import (
     _BATCH_FILES_FIRST,
     _FIRST_READ,
@@ -856,3 +857,239 @@ def test_random_trees_match_ripgrep(case: tuple[dict[str, str], list[str]]) -> N
             # it; this walk never does.
             listed = {path for path in rg_files(root / folder) if ".git" not in path.split("/")}
             assert set(walk(root / folder)) == listed, folder
+
+
+# The forked reader (`executor._files.reader`): past `fork_after` files, a
+# child process reads a share of them. `fork_after=0` forks at the first run
+# of files, so that a small tree takes every path through it; `forking` makes
+# the walk fork even when every core is busy (as on a loaded CI machine).
+
+
+@pytest.fixture
+def forking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Walks fork their reader whatever the machine's load."""
+    monkeypatch.setattr(walk_module, "_spare_core", lambda: True)
+
+
+def child_processes() -> set[int]:
+    """The processes this one started and has not reaped (zombies included)."""
+    children: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(FileNotFoundError):
+            children.update(
+                int(pid) for pid in Path(f"/proc/self/task/{task}/children").read_text().split()
+            )
+    return children
+
+
+def forked_tree(root: Path) -> Path:
+    """A repository of some 1,500 files in nested folders, runs long and short, every kind of entry.
+
+    Ignored files and folders, re-included ones, hidden files and folders,
+    binaries, empty files, a file longer than the first read, non-UTF-8 text,
+    and symlinks, in folders of up to 300 files (runs cut in several
+    requests) beside their subfolders (runs cut by them).
+    """
+    tree: dict[str, str | bytes] = {
+        ".gitignore": "*.log\nbuild/\n!keep.log\n",
+        "big.txt": "0123456789" * (_FIRST_READ // 10 + 5),
+        "latin.txt": "café\n".encode("latin-1"),
+    }
+    for top in range(6):
+        for sub in range(4):
+            folder = f"t{top}/s{sub}"
+            count = 300 if (top, sub) == (2, 1) else 40
+            for index in range(count):
+                tree[f"{folder}/f{index:03}.py"] = f"{folder} {index}\n"
+            tree[f"{folder}/blob.bin"] = b"\0binary"
+            tree[f"{folder}/empty.txt"] = ""
+            tree[f"{folder}/x.log"] = "ignored"
+            tree[f"{folder}/keep.log"] = "kept"
+            tree[f"{folder}/.hidden.txt"] = "hidden"
+            tree[f"{folder}/build/out.txt"] = "ignored"
+            tree[f"{folder}/m{sub}/deep.md"] = f"deep {top} {sub}"
+        tree[f"t{top}/.ignore"] = "*.md\n!m1/\n" if top % 2 else "f01*.py\n"
+        tree[f"t{top}/.secret/s.txt"] = "hidden"
+        tree[f"t{top}/zz.txt"] = f"after the subfolders of t{top}"
+    make_repo(root, tree)
+    (root / "t0" / "link.txt").symlink_to(root / "big.txt")
+    (root / "t1" / "linkdir").symlink_to(root / "t2", target_is_directory=True)
+    return root
+
+
+@pytest.mark.parametrize("extensions", [None, frozenset({"py"}), frozenset({"md", "txt"})])
+@pytest.mark.usefixtures("forking")
+def test_forked_reader_gives_what_one_process_gives(
+    tmp_path: Path, extensions: frozenset[str] | None
+) -> None:
+    """With a forked reader, the walk yields the same files, contents and order as without one."""
+    root = forked_tree(tmp_path)
+    alone = list(iter_text_files(str(root), extensions=extensions, fork_after=None))
+    assert len(alone) > (40 if extensions else 1000)
+    before = child_processes()
+    for fork_after in (0, 7, 500):
+        forked = iter_text_files(str(root), extensions=extensions, fork_after=fork_after)
+        assert list(forked) == alone
+    with open_folder(root) as fd:
+        assert list(iter_text_files(fd, extensions=extensions, fork_after=0)) == list(
+            iter_text_files(fd, extensions=extensions, fork_after=None)
+        )
+    assert child_processes() == before
+
+
+@pytest.mark.usefixtures("forking")
+async def test_stream_with_a_forked_reader_gives_what_one_process_gives(tmp_path: Path) -> None:
+    """`stream_text_files` with a forked reader, by path and confined below a base, as without."""
+    root = forked_tree(tmp_path / "root")
+    alone = [f async for f in stream_text_files(str(root), "r", extensions=None, fork_after=None)]
+    assert len(alone) > 1000
+    assert [f async for f in stream_text_files(str(root), "r", extensions=None, fork_after=0)] == (
+        alone
+    )
+    with open_folder(tmp_path) as base, open_folder(root / "t2") as fd:
+        confined = [
+            f
+            async for f in stream_text_files(
+                fd, "r/t2", extensions=None, base=(base, str(tmp_path)), fork_after=0
+            )
+        ]
+    assert confined == [f for f in alone if f.path.startswith("r/t2/")]
+
+
+@pytest.mark.usefixtures("forking")
+def test_forked_reader_ends_with_the_walk(tmp_path: Path) -> None:
+    """Closing the walk early kills and reaps its child and closes every descriptor, at once."""
+    root = forked_tree(tmp_path)
+    before, descriptors = child_processes(), open_descriptors()
+    partial = iter_text_files(str(root), extensions=None, fork_after=0)
+    assert isinstance(partial, Generator)
+    first = [next(partial) for _ in range(200)]
+    assert first == list(iter_text_files(str(root), extensions=None, fork_after=None))[:200]
+    assert child_processes() - before  # The reader runs.
+    partial.close()
+    assert child_processes() == before
+    assert open_descriptors() == descriptors
+    # Consumed to its end, the walk ends its child as well.
+    assert len(list(iter_text_files(str(root), extensions=None, fork_after=0))) > 1000
+    assert child_processes() == before
+    assert open_descriptors() == descriptors
+
+
+@pytest.mark.usefixtures("forking")
+async def test_stream_closed_early_ends_its_forked_reader(tmp_path: Path) -> None:
+    """`aclose` of the stream after its first file leaves no child and no descriptor behind."""
+    root = forked_tree(tmp_path)
+    before, descriptors = child_processes(), open_descriptors()
+    stream = stream_text_files(str(root), "", extensions=None, fork_after=0)
+    async with contextlib.aclosing(stream):
+        async for loaded in stream:
+            assert loaded.path == "big.txt"
+            assert child_processes() - before
+            break
+    assert child_processes() == before
+    assert open_descriptors() == descriptors
+
+
+@pytest.mark.usefixtures("forking")
+def test_walk_goes_on_when_its_forked_reader_is_killed(tmp_path: Path) -> None:
+    """A reader killed midway: the walk reads what it had asked of it, and the rest, itself."""
+    root = forked_tree(tmp_path)
+    alone = list(iter_text_files(str(root), extensions=None, fork_after=None))
+    before, descriptors = child_processes(), open_descriptors()
+    walk = iter_text_files(str(root), extensions=None, fork_after=0)
+    first = [next(walk) for _ in range(100)]
+    (reader,) = child_processes() - before
+    os.kill(reader, 9)
+    assert first + list(walk) == alone
+    assert child_processes() == before
+    assert open_descriptors() == descriptors
+
+
+@pytest.mark.usefixtures("forking")
+def test_forked_reader_warns_as_one_process_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A listed file gone, or no file after all, by the time the reader opens it: the same warnings.
+
+    The listing is made to show names that are missing (ENOENT), or are a
+    folder or FIFO (read by neither, and without a word), in long runs.
+    """
+    make_tree(tmp_path, {f"f{index:03}.txt": f"{index}" for index in range(0, 600, 2)})
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    scandir = os.scandir
+
+    def listing_odd_names(path: Any = ".") -> Any:
+        if not isinstance(path, int):
+            return scandir(path)
+        with scandir(path) as entries:
+            names = [entry.name for entry in entries]
+        names += [f"f{index:03}.txt" for index in range(1, 600, 2)]
+        return contextlib.nullcontext([SwappedEntry(name) for name in names])
+
+    monkeypatch.setattr(os, "scandir", listing_odd_names)
+    outcomes = []
+    for fork_after in (None, 0):
+        with caplog.at_level(logging.WARNING, logger="executor"):
+            listed = list(iter_text_files(str(tmp_path), extensions=None, fork_after=fork_after))
+        outcomes.append((listed, [record.getMessage() for record in caplog.records]))
+        caplog.clear()
+    assert outcomes[0] == outcomes[1]
+    listed, warnings = outcomes[0]
+    assert listed == [(f"f{index:03}.txt", f"{index}") for index in range(0, 600, 2)]
+    assert warnings == [
+        f"stream_files skipped {tmp_path}/f{index:03}.txt: No such file or directory (ENOENT)"
+        for index in range(1, 600, 2)
+    ]
+
+
+@pytest.mark.usefixtures("forking")
+def test_forked_reader_in_a_tree_that_changes(tmp_path: Path) -> None:
+    """Files and folders removed and added while a forked reader reads: no error, no file twice.
+
+    What was there throughout is listed, with its content. The walk may have
+    read ahead of what it yielded (waiting for the reader's first answers),
+    so the removed folder may still be listed, in part or whole.
+    """
+    root = forked_tree(tmp_path)
+    walk = iter_text_files(str(root), extensions=None, fork_after=0)
+    listed = [next(walk)]
+    shutil.rmtree(root / "t3")
+    for index in range(40):
+        (root / "t0" / "s3" / f"f{index:03}.py").unlink()
+    make_tree(root, {"t4/new.py": "new", "t5/s2/new/n.txt": "n"})
+    listed += walk
+    paths = [path for path, _ in listed]
+    assert len(set(paths)) == len(paths)
+    for path, content in listed:
+        if not path.startswith(("t0/s3/", "t3/", "t4/", "t5/")):
+            assert (root / path).read_text(errors="replace") == content
+    assert {"t2/s1/f299.py", "t5/s1/f000.py", "t5/zz.txt"} <= set(paths)
+
+
+SINGLE_CPU_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    from executor._files.reader import spare_core
+    from executor._files.walk import iter_text_files
+
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    walk = iter_text_files(sys.argv[1], extensions=None, fork_after=0)
+    next(walk)
+    children = open(f"/proc/self/task/{os.getpid()}/children").read().split()
+    print(json.dumps({"spare": spare_core(), "children": children, "rest": len(list(walk))}))
+    """
+)
+
+
+def test_no_fork_without_a_spare_core(tmp_path: Path) -> None:
+    """A process that may run on one CPU only walks alone: a child would only take turns."""
+    root = forked_tree(tmp_path)
+    total = len(list(iter_text_files(str(root), extensions=None, fork_after=None)))
+    result = subprocess.run(
+        [sys.executable, "-c", SINGLE_CPU_SCRIPT, str(root)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(result.stdout) == {"spare": False, "children": [], "rest": total - 1}

@@ -234,8 +234,12 @@ def compile_ignore_text(data: bytes, shown: str) -> Compiled | None:
         The compiled file, or `None` if it holds no pattern.
 
     """
+    cached = _compiled.get(data)
+    if cached is not None:
+        return cached[0]
     text = data.decode("utf-8", "replace").removeprefix("\ufeff")
     patterns = []
+    bad = False
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")
         if not line or line.startswith("#"):
@@ -250,7 +254,21 @@ def compile_ignore_text(data: bytes, shown: str) -> Compiled | None:
             _logger.warning(
                 "stream_files ignored invalid pattern %r (%s line %d): %s", line, shown, number, exc
             )
-    return _compile(patterns)
+            bad = True
+    compiled = _compile(patterns)
+    if not bad:
+        # Not with a bad pattern, whose warning each file holding it must give.
+        if len(_compiled) >= _COMPILED_KEPT:
+            _compiled.clear()
+        _compiled[data] = (compiled,)
+    return compiled
+
+
+# The ignore files compiled lately, by content: trees repeat the same few
+# (one per package, or generated), and compiling one costs far more than
+# reading it. Each compiled file is immutable, so walks share them.
+_COMPILED_KEPT = 256
+_compiled: dict[bytes, tuple[Compiled | None]] = {}
 
 
 def _compile(patterns: Iterable[GitIgnoreSpecPattern]) -> Compiled | None:

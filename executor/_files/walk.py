@@ -31,6 +31,15 @@ Below the root, every folder and file is opened relative to its folder's
 descriptor, never following a symlink. Costs, in a tree of small files: per
 file, an open, one `pread` and a close (the system calls cost more than all
 the Python around them), per folder an open and a `scandir`.
+
+Past its first `_FORK_AFTER` files to read, a walk shares the reading with a
+child process it forks (`executor._files.reader`): the walk lists, applies
+the rules and keeps the order, and sends the child runs of names with their
+folder's descriptor; the child opens, reads and decodes them on the other
+core, with a GIL of its own. Threads would not do: each hands the GIL to the
+others around every system call, and two reading threads took longer than
+one. The files yielded, their order and the warnings about files are the
+same either way; a walk ends its child when it ends or is closed.
 """
 
 from __future__ import annotations
@@ -40,12 +49,24 @@ import errno
 import operator
 import os
 import stat
+from collections import deque
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterator
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio.to_thread
 
 from executor._core.base import LoadedFile
+from executor._files.reader import (
+    FIRST_READ,
+    READ_FLAGS,
+    REQUEST_FILES,
+    REQUEST_RUNS,
+    ForkedReader,
+    ReaderGone,
+    is_regular,
+    read_on,
+    spare_core,
+)
 from executor._files.rules import (
     GIT_EXCLUDE,
     RULE_NAMES,
@@ -65,15 +86,10 @@ from executor._files.rules import (
 
 __all__ = ["iter_text_files", "normalise_extensions", "stream_text_files"]
 
-# O_NOFOLLOW: an entry swapped for a symlink after listing is refused, not
-# followed. O_NONBLOCK: a FIFO swapped in after listing opens at once instead
-# of waiting forever for a writer (and is then refused by `pread`, see
-# `_read_regular`).
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-# The first read of a file asks for this much: a shorter answer is the whole
-# file. Below glibc's mmap threshold (128 KiB), so the buffer Python allocates
-# for it, then shrinks to what was read, costs no system call.
-_FIRST_READ = 1 << 16
+# How each file is opened and first read: see `executor._files.reader`, whose
+# forked child reads with the same flags.
+_READ_FLAGS = READ_FLAGS
+_FIRST_READ = FIRST_READ
 # Folders are opened, listed and read from through their own descriptor, each
 # relative to its parent's: a folder swapped for a symlink during the walk is
 # refused rather than followed out of the tree, and the kernel resolves one
@@ -88,13 +104,43 @@ _BATCH_FILES_FIRST = 64
 _BATCH_FILES = 4096
 _BATCH_BYTES = 4 << 20
 
+# The walk reads a folder's files in runs of at most this many (those between
+# two subfolders, cut), and yields each run as a list: one step of the
+# generators per run, not per file.
+_RUN_FILES = 128
+# Reads are shared with a forked child (`executor._files.reader`) once the walk
+# has found more than this many files to read: a smaller walk is over before
+# a fork (a few milliseconds) pays, and never pays for one.
+_FORK_AFTER = 2048
+# At most this many files asked of the child and not yet answered: enough that
+# it never waits for more while the walk lists and reads on, few enough that
+# the walk's end does not wait long for its last answers.
+_CHILD_WINDOW = 512
+_REQUEST_FILES = REQUEST_FILES
+# Files the walk read itself and holds behind an unanswered request, at most:
+# past this it waits for the answer.
+_HELD_FILES = 4096
+# A request is sent once it holds this many files (or at most `_REQUEST_FILES`
+# and `REQUEST_RUNS` runs): fewer, larger messages, each costing two system
+# calls a side.
+_SEND_FILES = 96
+
 _by_name = operator.attrgetter("name")
+_content = operator.attrgetter("content")
+
+# A run asked of the child: the names, the descriptor of their folder (the
+# walk's own, kept open until answered), the prefix of their yielded paths and
+# of their warnings.
+_Request = tuple[list[str], int, str, str]
+# Warnings about files the walk read itself, given only once the files before
+# them are yielded: as the path and the error.
+_Deferred = list[tuple[str, OSError]]
 
 _T = TypeVar("_T")
 
 
 def iter_text_files(
-    root: str | int, *, extensions: frozenset[str] | None
+    root: str | int, *, extensions: frozenset[str] | None, fork_after: int | None = _FORK_AFTER
 ) -> Iterator[tuple[str, str]]:
     """Yield every text file below `root`, as `rg --files` lists them, with its content.
 
@@ -124,6 +170,12 @@ def iter_text_files(
             submodule's) gives no exclude file, since it names a folder
             elsewhere.
         extensions: From `normalise_extensions`; `None` keeps every file.
+        fork_after: Once the walk has found more files than this to read, a
+            forked child process reads a share of them, on another core
+            (`executor._files.reader`), if one is free (else the walk asks
+            again every `_FORK_AFTER` files); `None`: never. The files and their
+            order are the same either way. The child ends with the walk:
+            closing the iterator early kills and reaps it at once.
 
     Yields:
         `(path, content)`: the path relative to `root` with `/` separators
@@ -137,7 +189,17 @@ def iter_text_files(
             descriptor is not open).
 
     """
-    return _walk(root, extensions, root if isinstance(root, str) else f"<fd {root}>", None, _pair)
+    shown = root if isinstance(root, str) else f"<fd {root}>"
+    return _each(_walk(root, extensions, shown, None, _pair, fork_after=fork_after))
+
+
+def _each(runs: Generator[list[_T], None, None]) -> Generator[_T, None, None]:
+    """The files of the walk's runs, one by one; closing it closes the walk."""
+    try:
+        for run in runs:
+            yield from run
+    finally:
+        runs.close()
 
 
 def _pair(path: str, content: str) -> tuple[str, str]:
@@ -150,12 +212,14 @@ async def stream_text_files(
     *,
     extensions: frozenset[str] | None,
     base: tuple[int, str] | None = None,
+    fork_after: int | None = _FORK_AFTER,
 ) -> AsyncGenerator[LoadedFile, None]:
     """Yield the text files below `root` as `LoadedFile`s, read in a worker thread.
 
     The walk (see `iter_text_files`) runs in batches of files in a worker
     thread, so the event loop never blocks on the disk and thread hops stay
-    rare. Closing the iterator early closes the walk.
+    rare; past `fork_after` files, a forked child reads a share of them.
+    Closing the iterator early closes the walk, and ends that child.
 
     Args:
         root: The folder to walk, as the OS should open it, or an open
@@ -174,6 +238,7 @@ async def stream_text_files(
             symlink) then count as well, as they would for a path. The
             caller keeps and closes the descriptor, open until the first
             file is yielded.
+        fork_after: See `iter_text_files`.
 
     Yields:
         One `LoadedFile` per text file, in the order of `iter_text_files`.
@@ -187,16 +252,18 @@ async def stream_text_files(
     """
     # The class itself makes each file, with its fields positional: no extra
     # call per file, and attrs' keyword call would cost twice as much.
-    files = _walk(root, extensions, display_root or ".", display_root, LoadedFile, base)
+    files = _walk(root, extensions, display_root or ".", display_root, LoadedFile, base, fork_after)
     limit = _BATCH_FILES_FIRST
 
     def next_batch() -> list[LoadedFile]:
+        # Whole runs (up to `_RUN_FILES` files) at a time: a batch may hold
+        # a run more than its limits.
         nonlocal limit
         batch: list[LoadedFile] = []
         size = 0
-        for loaded in files:
-            batch.append(loaded)
-            size += len(loaded.content)
+        for run in files:
+            batch += run
+            size += sum(map(len, map(_content, run)))
             if len(batch) >= limit or size >= _BATCH_BYTES:
                 break
         limit = min(2 * limit, _BATCH_FILES)
@@ -219,7 +286,8 @@ def _walk(
     display: str | None,
     make: Callable[[str, str], _T],
     base: tuple[int, str] | None = None,
-) -> Generator[_T, None, None]:
+    fork_after: int | None = None,
+) -> Generator[list[_T], None, None]:
     # `display` None: paths relative to root (`iter_text_files`); otherwise
     # paths start with it, as `os.path.join(display, relative)` would.
     # `shown_root` names the root in errors and warnings. Each file is
@@ -242,7 +310,9 @@ def _walk(
             os.close(root_fd)
             raise
         # Warnings name what the caller knows: the displayed path, else the relative one.
-        yield from _walk_tree(None, root_fd, extensions, out, out, shown_root, make, rules)
+        yield from _walk_tree(
+            None, root_fd, extensions, out, out, shown_root, make, rules, fork_after
+        )
         return
     try:
         mode = os.stat(root).st_mode
@@ -258,14 +328,16 @@ def _walk(
             raise type(exc)(exc.errno, exc.strerror, shown_root) from exc
         # Warnings name what the caller knows: the displayed path, else the real one.
         warn = out if display is not None else root if root.endswith("/") else root + "/"
-        yield from _walk_tree(root, root_fd, extensions, out, warn, shown_root, make)
+        yield from _walk_tree(
+            root, root_fd, extensions, out, warn, shown_root, make, None, fork_after
+        )
     elif stat.S_ISREG(mode):
         name = os.path.basename(os.path.normpath(root))
         if wanted(name, extensions):
             # The root was named explicitly, so a symlink to it is followed.
             text = _read_text(root, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, shown_root)
             if text is not None:
-                yield make(name if display is None else display or name, text)
+                yield [make(name if display is None else display or name, text)]
     # Anything else (FIFO, socket, device) is not a file to read: nothing.
 
 
@@ -338,36 +410,10 @@ def _read_regular(fd: int) -> bytes | None:
     return data if 0 < len(data) < _FIRST_READ else _read_on(fd, data)
 
 
-def _read_on(fd: int, data: bytes) -> bytes | None:
-    """After a first read that gave `data`, empty or as long as asked: the whole file.
-
-    Or `None` if `fd` is not a regular file after all.
-    """
-    status = os.fstat(fd)
-    if not stat.S_ISREG(status.st_mode):
-        return None
-    if not data:
-        return data
-    # Asks for one byte more than fstat said is left, so that getting less
-    # means the end was reached: the usual long file costs one more read. A
-    # file that grew since is read on to its real end.
-    chunks = [data]
-    offset = len(data)
-    while True:
-        wanted = max(status.st_size - offset + 1, _FIRST_READ)
-        chunk = os.pread(fd, wanted, offset)
-        chunks.append(chunk)
-        offset += len(chunk)
-        if len(chunk) < wanted:
-            return b"".join(chunks)
-
-
-def _is_regular(fd: int) -> bool:
-    """Whether a read error on `fd` is worth a warning: it is a regular file (or fstat fails)."""
-    try:
-        return stat.S_ISREG(os.fstat(fd).st_mode)
-    except OSError:
-        return True
+_read_on = read_on
+_is_regular = is_regular
+# Asked before each fork; the tests make it say yes, to fork on a busy machine too.
+_spare_core = spare_core
 
 
 def _load_ignore_file(
@@ -583,18 +629,34 @@ def _walk_tree(
     shown_root: str,
     make: Callable[[str, str], _T],
     root_rules: Rules | None = None,
-) -> Iterator[_T]:
+    fork_after: int | None = None,
+) -> Iterator[list[_T]]:
     """Yield `make(out + relative path, text)` for the text files below the folder `root`.
 
-    Takes over `root_fd`, the open root folder, and closes it. `root` is its
-    path, or None when it was given as a descriptor: then no path is ever
-    used, and only ignore files inside the tree count (see `Rules`), unless
+    In lists, a run of files at a time (at most `_RUN_FILES`). Takes over
+    `root_fd`, the open root folder, and closes it. `root` is its path, or
+    None when it was given as a descriptor: then no path is ever used, and
+    only ignore files inside the tree count (see `Rules`), unless
     `root_rules` gives the rules of the root folder, its own files included.
 
     This is the hot loop: syscalls only to open and list folders and to open,
     read and close files (scandir's d_type says what an entry is), and ignore
     patterns only tried where some ignore file applies, and on files or
-    folders only when their name may match (`Rules.names`).
+    folders only when their name may match (`Rules.names`). Each folder's
+    files to read come as runs, those between two of its subfolders, and are
+    read together.
+
+    Once more than `fork_after` files were found to read (never with None),
+    and a core is free (`spare_core`; if not, it is asked again after each
+    `_FORK_AFTER` more files), a forked child (`ForkedReader`) reads a share
+    of the runs on the other core, while this loop lists on and reads the rest: whenever the child
+    has fewer than `_CHILD_WINDOW` files left to answer, the next run goes
+    to it, else the loop reads it itself. The files are yielded in the same
+    order all the same: what the loop read itself waits behind the child's
+    earlier answers (`_Share`). Should the child end early, the loop reads
+    what it had asked of it, and the rest, itself. Warnings about folders and
+    ignore files are logged as the loop meets them, so they may come before
+    those about files ahead of them, which wait with their files.
     """
     # One frame per folder being listed: its descriptor, what is left of its
     # entries, its path relative to root ("" or ending in "/"), the prefix of
@@ -602,6 +664,8 @@ def _walk_tree(
     stack: list[tuple[int, Iterator[os.DirEntry[str]], str, str, Rules]] = []
     # Ignore files are named in warnings below this folder.
     named_root = warn if root is None else root
+    share: _Share[_T] | None = None
+
     try:
         try:
             entries, hidden = _list(root_fd)
@@ -616,12 +680,16 @@ def _walk_tree(
         stack.append((root_fd, iter(entries), "", out, rules))
         root_fd = -1
         multi = tuple("." + e for e in extensions if "." in e) if extensions is not None else ()
-        os_open, os_pread, os_close = os.open, os.pread, os.close
-        read_flags, dir_flags, first_read = _READ_FLAGS, _DIR_FLAGS, _FIRST_READ
+        os_open, os_close = os.open, os.close
+        dir_flags, run_files = _DIR_FLAGS, _RUN_FILES
+        # Files found to read so far, until the child is forked.
+        found = 0
         while stack:
             dir_fd, remaining, relative, out_folder, rules = stack[-1]
             chain = rules.chain
             file_names, dir_names = rules.names
+            run: list[str] = []
+            listed = False
             for entry in remaining:
                 name = entry.name
                 if not chain and name[0] == ".":
@@ -679,34 +747,288 @@ def _walk_tree(
                     else skipped(chain, name, False)
                 ):
                     continue
-                try:
-                    fd = os_open(name, read_flags, dir_fd=dir_fd)
-                except OSError as exc:
-                    warn_unreadable(warn + relative + name, exc)
-                    continue
-                try:
-                    # `_read_regular`, inlined: this runs for every file.
-                    data = os_pread(fd, first_read, 0)
-                    if not 0 < len(data) < first_read:
-                        whole = _read_on(fd, data)
-                        if whole is None:
-                            continue  # Not a regular file after all.
-                        data = whole
-                except OSError as exc:
-                    if _is_regular(fd):
-                        warn_unreadable(warn + relative + name, exc)
-                    continue
-                finally:
-                    os_close(fd)
-                # `as_text`, inlined. `0 not in data` is faster than `b"\0" in data`:
-                # no buffer for the needle.
-                if 0 not in data:
-                    yield make(out_folder + name, data.decode("utf-8", "replace"))
+                run.append(name)
+                if len(run) >= run_files:
+                    break  # The rest of the folder comes with the next runs.
             else:
+                listed = True
+            if run:
+                if share is None and fork_after is not None:
+                    found += len(run)
+                    if found <= fork_after:
+                        pass
+                    elif not _spare_core():
+                        fork_after = found + _FORK_AFTER  # Asked again further on.
+                    elif (reader := ForkedReader.start()) is None:
+                        fork_after = None  # A fork that failed is not tried again.
+                    else:
+                        share = _Share(reader, make)
+                if share is None:
+                    if made := _read_run(dir_fd, run, out_folder, warn + relative, make):
+                        yield made
+                else:
+                    rest = share.offer(dir_fd, run, out_folder, warn + relative)
+                    if rest:
+                        deferred: _Deferred = []
+                        made = _read_run(dir_fd, rest, out_folder, warn + relative, make, deferred)
+                        share.hold(made, deferred)
+                    yield from share.ready(final=False)
+            if listed:
                 stack.pop()
-                os_close(dir_fd)
+                if share is None or share.release(dir_fd):
+                    os_close(dir_fd)
+        if share is not None:
+            yield from share.ready(final=True)
     finally:
+        if share is not None:
+            share.close()
         if root_fd >= 0:
             os.close(root_fd)
         for frame in stack:
             os.close(frame[0])
+
+
+class _Share(Generic[_T]):
+    """The reads a walk shares with its forked child (see `_walk_tree`), and what waits on them.
+
+    The walk offers each run of files to read (`offer`): what the child's
+    window has room for is asked of it, in requests of several runs, and the
+    rest the walk reads itself and hands in (`hold`). `ready` yields the
+    files in the walk's order, answers and the walk's own reads alike, as far
+    as they have come.
+
+    A run asked of the child is read from its folder's descriptor, the
+    walk's own, which stays open until the answer came (`release`): should
+    the child end, or a request not fit in its socket, the walk reads the
+    run itself from it.
+    """
+
+    __slots__ = (
+        "asked",
+        "batch",
+        "batch_files",
+        "held",
+        "lent",
+        "make",
+        "orphans",
+        "pending",
+        "reader",
+    )
+
+    def __init__(self, reader: ForkedReader, make: Callable[[str, str], _T]) -> None:
+        self.reader: ForkedReader | None = reader
+        self.make = make
+        # In order, what is not yet yielded: runs asked of the child, and
+        # files the walk read itself.
+        self.pending: deque[_Request | tuple[list[_T], _Deferred]] = deque()
+        # How many of those files the walk read itself.
+        self.held = 0
+        # How many runs in `pending` were sent and are not yet answered:
+        # the first ones; the runs after them, `batch`, are not yet sent.
+        self.asked = 0
+        self.batch: list[tuple[int, list[str]]] = []
+        self.batch_files = 0
+        # The folders' descriptors that runs asked of the child read from,
+        # with how many runs each; those whose folder the walk has left are
+        # closed once their last run is answered.
+        self.lent: dict[int, int] = {}
+        self.orphans: set[int] = set()
+
+    def offer(self, dir_fd: int, run: list[str], out_folder: str, warn_folder: str) -> list[str]:
+        """Ask the child for what of `run` its window has room for; return the rest, to read."""
+        reader = self.reader
+        if reader is None:
+            return run
+        give = min(len(run), _CHILD_WINDOW - reader.outstanding - self.batch_files)
+        start = 0
+        while start < give:
+            if (
+                self.batch_files >= _REQUEST_FILES or len(self.batch) >= REQUEST_RUNS
+            ) and not self.flush():
+                break
+            names = run[start : start + min(give - start, _REQUEST_FILES - self.batch_files)]
+            self.pending.append((names, dir_fd, out_folder, warn_folder))
+            self.batch.append((dir_fd, names))
+            self.batch_files += len(names)
+            self.lent[dir_fd] = self.lent.get(dir_fd, 0) + 1
+            start += len(names)
+        if self.batch_files >= _SEND_FILES:
+            self.flush()
+        return run[start:] if start else run
+
+    def hold(self, made: list[_T], deferred: _Deferred) -> None:
+        """Queue files the walk read itself, behind the runs asked before them.
+
+        `deferred`: the warnings of that read, given when the files are yielded.
+        """
+        if self.batch:
+            self.flush()  # They stay at the end of `pending`.
+        self.pending.append((made, deferred))
+        self.held += len(made)
+
+    def flush(self) -> bool:
+        """Send the runs of `batch`; if they cannot be, read them here. False then."""
+        batch = self.batch
+        if not batch:
+            return True
+        sent = self.reader is not None and self.reader.send(batch)
+        self.batch, self.batch_files = [], 0
+        if sent:
+            self.asked += len(batch)
+            return True
+        # They are the last in `pending`: read here, in their place.
+        unsent = [self.pending.pop() for _ in batch]
+        for request in reversed(unsent):
+            assert len(request) == 4
+            self.hold(*self._read_here(request))
+        return False
+
+    def ready(self, *, final: bool) -> Iterator[list[_T]]:
+        """Yield the files at the front of `pending` that are read; with `final`, all of them.
+
+        Waits for the child's answer only with `final`, or when the walk
+        holds more than `_HELD_FILES` of its own files behind it.
+        """
+        pending = self.pending
+        while pending:
+            front = pending[0]
+            if len(front) == 2:
+                pending.popleft()
+                made, deferred = front
+                self.held -= len(made)
+                for path, error in deferred:
+                    warn_unreadable(path, error)
+                if made:
+                    yield made
+                continue
+            block = final or self.held > _HELD_FILES
+            if not self.asked and (not block or not self.flush()):
+                # Not sent yet: it will be with the next runs. Or it could
+                # not be sent, and was read here.
+                if block:
+                    continue
+                return
+            assert self.reader is not None
+            try:
+                answer = self.reader.take(block=block)
+            except ReaderGone:
+                self._read_all_here()
+                continue
+            if answer is None:
+                return
+            pending.popleft()
+            self.asked -= 1
+            names, fd, out_folder, warn_folder = front
+            self._give_back(fd)
+            make = self.make
+            made = [
+                make(out_folder + name, result)
+                for name, result in zip(names, answer, strict=True)
+                if type(result) is str
+            ]
+            if len(made) + answer.count(None) < len(answer):
+                for name, result in zip(names, answer, strict=True):
+                    if isinstance(result, int):
+                        warn_unreadable(warn_folder + name, OSError(result, os.strerror(result)))
+            if made:
+                yield made
+
+    def release(self, dir_fd: int) -> bool:
+        """Whether the walk, leaving the folder open as `dir_fd`, may close it now.
+
+        If not, a run still unanswered reads from it; it is closed with the
+        last such run's answer.
+        """
+        if dir_fd in self.lent:
+            self.orphans.add(dir_fd)
+            return False
+        return True
+
+    def close(self) -> None:
+        """End the child, and close the descriptors of folders the walk has left."""
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+        for fd in self.orphans:
+            os.close(fd)
+        self.orphans.clear()
+
+    def _read_here(self, request: _Request) -> tuple[list[_T], _Deferred]:
+        names, fd, out_folder, warn_folder = request
+        deferred: _Deferred = []
+        try:
+            return _read_run(fd, names, out_folder, warn_folder, self.make, deferred), deferred
+        finally:
+            self._give_back(fd)
+
+    def _read_all_here(self) -> None:
+        # The child ended: what it was asked is read here, and from now on all.
+        assert self.reader is not None
+        self.reader.close()
+        self.reader = None
+        self.asked, self.batch, self.batch_files = 0, [], 0
+        for index, item in enumerate(self.pending):
+            if len(item) == 4:
+                self.pending[index] = held = self._read_here(item)
+                self.held += len(held[0])
+
+    def _give_back(self, fd: int) -> None:
+        left = self.lent[fd] - 1
+        if left:
+            self.lent[fd] = left
+            return
+        del self.lent[fd]
+        if fd in self.orphans:
+            self.orphans.remove(fd)
+            os.close(fd)
+
+
+def _read_run(
+    dir_fd: int,
+    names: list[str],
+    out_folder: str,
+    warn_folder: str,
+    make: Callable[[str, str], _T],
+    deferred: _Deferred | None = None,
+) -> list[_T]:
+    """`make(out_folder + name, text)` for each text file of `names` in the folder open as `dir_fd`.
+
+    Each is opened, read with one `pread` (`_read_regular`, inlined: this runs
+    for every file the walk reads itself), closed, checked for a NUL byte and
+    decoded; one that cannot be read is logged as `warn_folder + name`, or
+    with `deferred`, added to it, to be logged later.
+    """
+    made: list[_T] = []
+    os_open, os_pread, os_close = os.open, os.pread, os.close
+    read_flags, first_read = _READ_FLAGS, _FIRST_READ
+    for name in names:
+        try:
+            fd = os_open(name, read_flags, dir_fd=dir_fd)
+        except OSError as exc:
+            if deferred is None:
+                warn_unreadable(warn_folder + name, exc)
+            else:
+                deferred.append((warn_folder + name, exc))
+            continue
+        try:
+            data = os_pread(fd, first_read, 0)
+            if not 0 < len(data) < first_read:
+                whole = _read_on(fd, data)
+                if whole is None:
+                    continue  # Not a regular file after all.
+                data = whole
+        except OSError as exc:
+            if not _is_regular(fd):
+                pass
+            elif deferred is None:
+                warn_unreadable(warn_folder + name, exc)
+            else:
+                deferred.append((warn_folder + name, exc))
+            continue
+        finally:
+            os_close(fd)
+        # `as_text`, inlined. `0 not in data` is faster than `b"\0" in data`:
+        # no buffer for the needle.
+        if 0 not in data:
+            made.append(make(out_folder + name, data.decode("utf-8", "replace")))
+    return made

@@ -531,6 +531,7 @@ async def test_a_flooding_pipe_is_enlarged_once_it_floods(
             Command.exec([sys.executable, "-c", flood]), lambda chunk: seen.append(chunk.data)
         )
     assert quiet.stdout == b"65536\n"
+    assert flooded.exit_code == 0
     data = b"".join(seen)
     assert data[: 4 << 20] == bytes(range(256)) * 16384
     assert data[4 << 20 :] == b"1048576\n"

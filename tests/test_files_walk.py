@@ -1093,3 +1093,25 @@ def test_no_fork_without_a_spare_core(tmp_path: Path) -> None:
         check=True,
     )
     assert json.loads(result.stdout) == {"spare": False, "children": [], "rest": total - 1}
+
+
+@pytest.mark.usefixtures("forking")
+@pytest.mark.parametrize("window", [1, 64, None], ids=["window-1", "window-64", "window"])
+def test_forked_reader_with_long_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: int | None
+) -> None:
+    """Long files, read by the walk itself behind the reader's answers: as in one process.
+
+    A narrow window for the reader leaves the walk most files to read
+    itself, and to hold behind the reader's next answer, past the bytes it
+    may hold (then it waits for that answer).
+    """
+    if window is not None:
+        monkeypatch.setattr(walk_module, "_CHILD_WINDOW", window)
+        monkeypatch.setattr(walk_module, "_HELD_BYTES", 1 << 18)
+    tree = {f"a/f{index:04}.txt": f"{index}\n" for index in range(300)}
+    tree |= {f"b{index % 3}/f{index:03}.txt": f"{index:03}\n" * 75_000 for index in range(45)}
+    make_tree(tmp_path, {**tree, "b1/late.bin": b"x" * (_FIRST_READ + 1) + b"\0"})
+    alone = list(iter_text_files(str(tmp_path), extensions=None, fork_after=None))
+    assert alone == sorted(tree.items())
+    assert list(iter_text_files(str(tmp_path), extensions=None, fork_after=0)) == alone

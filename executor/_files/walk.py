@@ -115,11 +115,14 @@ _FORK_AFTER = 2048
 # At most this many files asked of the child and not yet answered: enough that
 # it never waits for more while the walk lists and reads on, few enough that
 # the walk's end does not wait long for its last answers.
-_CHILD_WINDOW = 512
+_CHILD_WINDOW = 2048
 _REQUEST_FILES = REQUEST_FILES
 # Files the walk read itself and holds behind an unanswered request, at most:
 # past this it waits for the answer.
-_HELD_FILES = 4096
+_HELD_FILES = 8192
+# And bytes of text: so that a tree of long files holds no more than a batch
+# or so of them.
+_HELD_BYTES = 8 << 20
 # A request is sent once it holds this many files (or at most `_REQUEST_FILES`
 # and `REQUEST_RUNS` runs): fewer, larger messages, each costing two system
 # calls a side.
@@ -770,8 +773,11 @@ def _walk_tree(
                     rest = share.offer(dir_fd, run, out_folder, warn + relative)
                     if rest:
                         deferred: _Deferred = []
-                        made = _read_run(dir_fd, rest, out_folder, warn + relative, make, deferred)
-                        share.hold(made, deferred)
+                        sizes: list[int] = []
+                        made = _read_run(
+                            dir_fd, rest, out_folder, warn + relative, make, deferred, sizes
+                        )
+                        share.hold(made, deferred, sum(sizes))
                     yield from share.ready(final=False)
             if listed:
                 stack.pop()
@@ -808,6 +814,8 @@ class _Share(Generic[_T]):
         "batch",
         "batch_files",
         "held",
+        "held_bytes",
+        "held_sizes",
         "lent",
         "make",
         "orphans",
@@ -823,6 +831,9 @@ class _Share(Generic[_T]):
         self.pending: deque[_Request | tuple[list[_T], _Deferred]] = deque()
         # How many of those files the walk read itself.
         self.held = 0
+        # And the bytes of their texts, with the length of each held run's.
+        self.held_bytes = 0
+        self.held_sizes: deque[int] = deque()
         # How many runs in `pending` were sent and are not yet answered:
         # the first ones; the runs after them, `batch`, are not yet sent.
         self.asked = 0
@@ -856,15 +867,18 @@ class _Share(Generic[_T]):
             self.flush()
         return run[start:] if start else run
 
-    def hold(self, made: list[_T], deferred: _Deferred) -> None:
+    def hold(self, made: list[_T], deferred: _Deferred, size: int) -> None:
         """Queue files the walk read itself, behind the runs asked before them.
 
-        `deferred`: the warnings of that read, given when the files are yielded.
+        `deferred`: the warnings of that read, given when the files are
+        yielded; `size`: the length of their texts.
         """
         if self.batch:
             self.flush()  # They stay at the end of `pending`.
         self.pending.append((made, deferred))
         self.held += len(made)
+        self.held_bytes += size
+        self.held_sizes.append(size)
 
     def flush(self) -> bool:
         """Send the runs of `batch`; if they cannot be, read them here. False then."""
@@ -887,7 +901,8 @@ class _Share(Generic[_T]):
         """Yield the files at the front of `pending` that are read; with `final`, all of them.
 
         Waits for the child's answer only with `final`, or when the walk
-        holds more than `_HELD_FILES` of its own files behind it.
+        holds more than `_HELD_FILES` of its own files, or `_HELD_BYTES` of
+        text, behind it.
         """
         pending = self.pending
         while pending:
@@ -896,12 +911,13 @@ class _Share(Generic[_T]):
                 pending.popleft()
                 made, deferred = front
                 self.held -= len(made)
+                self.held_bytes -= self.held_sizes.popleft()
                 for path, error in deferred:
                     warn_unreadable(path, error)
                 if made:
                     yield made
                 continue
-            block = final or self.held > _HELD_FILES
+            block = final or self.held > _HELD_FILES or self.held_bytes > _HELD_BYTES
             if not self.asked and (not block or not self.flush()):
                 # Not sent yet: it will be with the next runs. Or it could
                 # not be sent, and was read here.
@@ -953,13 +969,15 @@ class _Share(Generic[_T]):
             os.close(fd)
         self.orphans.clear()
 
-    def _read_here(self, request: _Request) -> tuple[list[_T], _Deferred]:
+    def _read_here(self, request: _Request) -> tuple[list[_T], _Deferred, int]:
         names, fd, out_folder, warn_folder = request
         deferred: _Deferred = []
+        sizes: list[int] = []
         try:
-            return _read_run(fd, names, out_folder, warn_folder, self.make, deferred), deferred
+            made = _read_run(fd, names, out_folder, warn_folder, self.make, deferred, sizes)
         finally:
             self._give_back(fd)
+        return made, deferred, sum(sizes)
 
     def _read_all_here(self) -> None:
         # The child ended: what it was asked is read here, and from now on all.
@@ -967,10 +985,18 @@ class _Share(Generic[_T]):
         self.reader.close()
         self.reader = None
         self.asked, self.batch, self.batch_files = 0, [], 0
+        # The held runs' sizes, in order, with those read now in their place.
+        sizes = iter(list(self.held_sizes))
+        self.held_sizes.clear()
         for index, item in enumerate(self.pending):
             if len(item) == 4:
-                self.pending[index] = held = self._read_here(item)
-                self.held += len(held[0])
+                made, deferred, size = self._read_here(item)
+                self.pending[index] = made, deferred
+                self.held += len(made)
+                self.held_bytes += size
+            else:
+                size = next(sizes)
+            self.held_sizes.append(size)
 
     def _give_back(self, fd: int) -> None:
         left = self.lent[fd] - 1
@@ -990,13 +1016,15 @@ def _read_run(
     warn_folder: str,
     make: Callable[[str, str], _T],
     deferred: _Deferred | None = None,
+    sizes: list[int] | None = None,
 ) -> list[_T]:
     """`make(out_folder + name, text)` for each text file of `names` in the folder open as `dir_fd`.
 
     Each is opened, read with one `pread` (`_read_regular`, inlined: this runs
     for every file the walk reads itself), closed, checked for a NUL byte and
     decoded; one that cannot be read is logged as `warn_folder + name`, or
-    with `deferred`, added to it, to be logged later.
+    with `deferred`, added to it, to be logged later. `sizes`, if given, gets
+    the length of each text.
     """
     made: list[_T] = []
     os_open, os_pread, os_close = os.open, os.pread, os.close
@@ -1031,4 +1059,6 @@ def _read_run(
         # no buffer for the needle.
         if 0 not in data:
             made.append(make(out_folder + name, data.decode("utf-8", "replace")))
+            if sizes is not None:
+                sizes.append(len(data))
     return made

@@ -681,3 +681,24 @@ async def test_the_shim_keeps_the_timeout_and_its_kill_is_still_a_timeout(tmp_pa
             assert isinstance(outcome, TimedOut), outcome
             assert outcome.output.exit_code == 3
             assert not alive(int((tmp_path / "bg.pid").read_text()))
+
+
+async def test_a_start_racing_the_close_does_not_start_a_supervisor_again(tmp_path: Path) -> None:
+    """Once closed, a supervisor is not brought up again by a start that retries.
+
+    A start whose request met a supervisor shutting down retries with a new
+    one; after `aclose` that one would run its command with nothing left to
+    end it (a 30 s `sleep` outliving the executor). It fails instead.
+    """
+    from executor import ExecutorError
+    from executor._local.process import Supervisor
+
+    supervisor = Supervisor()
+    supervisor.start()
+    await supervisor.aclose(0.1)
+    before = {child.pid for child in psutil.Process().children()}
+    with pytest.raises(ExecutorError, match="closed"):
+        await supervisor.spawn(
+            ["sleep", "30"], cwd=str(tmp_path), env=dict(os.environ), tag="t", stdin=False
+        )
+    assert {child.pid for child in psutil.Process().children()} <= before

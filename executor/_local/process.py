@@ -490,6 +490,8 @@ class Supervisor:
         self._pidfd: int | None = None
         self._cgroups: dict[str, Any] | None = None
         self._finalizer: weakref.finalize[Any, Supervisor] | None = None
+        # Set by `aclose`: no supervisor is started again after it.
+        self._closed = False
 
     @property
     def cgroups(self) -> dict[str, Any] | None:
@@ -506,6 +508,10 @@ class Supervisor:
         self._start()
 
     def _start(self) -> socket.socket:
+        if self._closed:
+            # A start that raced with the close (its request met a supervisor
+            # shutting down) must not bring up one that nothing would end.
+            raise ExecutorError("the executor was closed while the command started")
         if self._requests is not None and not _readable(self._pidfd):
             return self._requests
         self._forget()
@@ -702,6 +708,7 @@ class Supervisor:
 
     async def aclose(self, grace: float) -> None:
         """End every command's tree (SIGTERM, `grace`, SIGKILL), then the supervisor."""
+        self._closed = True
         if self._control is None or self._pidfd is None:
             self._forget()
             return

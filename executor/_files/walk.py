@@ -767,17 +767,15 @@ def _walk_tree(
                     else:
                         share = _Share(reader, make)
                 if share is None:
-                    if made := _read_run(dir_fd, run, out_folder, warn + relative, make):
+                    made, failed, _ = _read_run(dir_fd, run, out_folder, warn + relative, make)
+                    for path, error in failed:
+                        warn_unreadable(path, error)
+                    if made:
                         yield made
                 else:
                     rest = share.offer(dir_fd, run, out_folder, warn + relative)
                     if rest:
-                        deferred: _Deferred = []
-                        sizes: list[int] = []
-                        made = _read_run(
-                            dir_fd, rest, out_folder, warn + relative, make, deferred, sizes
-                        )
-                        share.hold(made, deferred, sum(sizes))
+                        share.hold(*_read_run(dir_fd, rest, out_folder, warn + relative, make))
                     yield from share.ready(final=False)
             if listed:
                 stack.pop()
@@ -971,13 +969,10 @@ class _Share(Generic[_T]):
 
     def _read_here(self, request: _Request) -> tuple[list[_T], _Deferred, int]:
         names, fd, out_folder, warn_folder = request
-        deferred: _Deferred = []
-        sizes: list[int] = []
         try:
-            made = _read_run(fd, names, out_folder, warn_folder, self.make, deferred, sizes)
+            return _read_run(fd, names, out_folder, warn_folder, self.make)
         finally:
             self._give_back(fd)
-        return made, deferred, sum(sizes)
 
     def _read_all_here(self) -> None:
         # The child ended: what it was asked is read here, and from now on all.
@@ -1010,33 +1005,26 @@ class _Share(Generic[_T]):
 
 
 def _read_run(
-    dir_fd: int,
-    names: list[str],
-    out_folder: str,
-    warn_folder: str,
-    make: Callable[[str, str], _T],
-    deferred: _Deferred | None = None,
-    sizes: list[int] | None = None,
-) -> list[_T]:
+    dir_fd: int, names: list[str], out_folder: str, warn_folder: str, make: Callable[[str, str], _T]
+) -> tuple[list[_T], _Deferred, int]:
     """`make(out_folder + name, text)` for each text file of `names` in the folder open as `dir_fd`.
 
     Each is opened, read with one `pread` (`_read_regular`, inlined: this runs
     for every file the walk reads itself), closed, checked for a NUL byte and
-    decoded; one that cannot be read is logged as `warn_folder + name`, or
-    with `deferred`, added to it, to be logged later. `sizes`, if given, gets
-    the length of each text.
+    decoded. Returns the files made; the warnings of those that could not be
+    read (`warn_folder + name` and the error), for the caller to log in their
+    place in the walk's order; and the length of the texts.
     """
     made: list[_T] = []
+    failed: _Deferred = []
+    size = 0
     os_open, os_pread, os_close = os.open, os.pread, os.close
     read_flags, first_read = _READ_FLAGS, _FIRST_READ
     for name in names:
         try:
             fd = os_open(name, read_flags, dir_fd=dir_fd)
         except OSError as exc:
-            if deferred is None:
-                warn_unreadable(warn_folder + name, exc)
-            else:
-                deferred.append((warn_folder + name, exc))
+            failed.append((warn_folder + name, exc))
             continue
         try:
             data = os_pread(fd, first_read, 0)
@@ -1046,12 +1034,8 @@ def _read_run(
                     continue  # Not a regular file after all.
                 data = whole
         except OSError as exc:
-            if not _is_regular(fd):
-                pass
-            elif deferred is None:
-                warn_unreadable(warn_folder + name, exc)
-            else:
-                deferred.append((warn_folder + name, exc))
+            if _is_regular(fd):
+                failed.append((warn_folder + name, exc))
             continue
         finally:
             os_close(fd)
@@ -1059,6 +1043,5 @@ def _read_run(
         # no buffer for the needle.
         if 0 not in data:
             made.append(make(out_folder + name, data.decode("utf-8", "replace")))
-            if sizes is not None:
-                sizes.append(len(data))
-    return made
+            size += len(data)
+    return made, failed, size

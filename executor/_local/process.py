@@ -628,8 +628,8 @@ class Supervisor:
         """Start `argv` as `spawn` does, through the supervisor.
 
         A cancellation while the shim starts it ends what started as a kill
-        does: SIGTERM, `kill_grace`, SIGKILL. With `timeout`, the shim ends
-        the tree so itself once that many seconds have passed since the
+        does: SIGTERM, `kill_grace`, SIGKILL. With `timeout`, the shim itself
+        ends the tree that way once that many seconds have passed since the
         start, unless the command's leader has exited by then: no round trip
         to this process (whose timer may wake late) holds up the kill, and
         the status it reports says so (`Supervised.timed_out`). The caller

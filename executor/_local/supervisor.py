@@ -271,9 +271,8 @@ class _Cgroups:
             folder = os.path.join(v1["pids"], name)
             os.mkdir(folder)
             self.folders.append(folder)
-            if pids is not None:
-                self.pids_max = os.path.join(folder, "pids.max")
-                _write(self.pids_max, str(pids + 1))
+            self.pids_max = os.path.join(folder, "pids.max")
+            _write(self.pids_max, str(pids + 1))
         # Opened now, off the command's path: the leader's status report,
         # which waits for the peak, then costs one pread.
         if self.memory is not None:

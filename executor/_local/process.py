@@ -1059,6 +1059,7 @@ class ProcessRun:
 
         """
         spawned = self._spawned
+        process = spawned.process
         started = anyio.current_time()
         timed_out = False
         try:
@@ -1071,7 +1072,6 @@ class ProcessRun:
                     self._status = await wait_exit(spawned)
                 # A shim keeps the timeout too, and may have ended the leader
                 # (SIGTERM, at the deadline) before this timer woke.
-                process = spawned.process
                 if self._status is None or (isinstance(process, Supervised) and process.timed_out):
                     timed_out = True
                     await run_to_completion(self._kill)
@@ -1092,7 +1092,6 @@ class ProcessRun:
         await anyio.lowlevel.checkpoint_if_cancelled()
         assert self._status is not None
         exit_code, signal = _decode_status(self._status)
-        process = spawned.process
         output = self._buffer.output(
             exit_code=exit_code,
             signal=signal,

@@ -5,9 +5,12 @@ file). The child writes SIZE zero bytes; the consumer only counts bytes, so
 the figure is the cost of moving output from the pipe into Python chunks.
 
 The child is `dd if=/dev/zero bs=1M` by default. `head -c SIZE /dev/zero`
-(`--producer head`) writes 8 KiB per system call and so caps any reader at
-about 1 GB/s on this machine (a thread doing blocking reads gets no more):
-with it the figure measures `head`, not the reader.
+(`--producer head`) writes 8 KiB per system call: a reader that wakes as
+soon as data is there (raw asyncio, a thread doing blocking reads) takes a
+write or two per wakeup, and on a quiet machine the wakeups, not the pipe,
+set its pace. Ours lets a flooding 1 MiB pipe fill to half before it reads
+(a worker thread naps in 50 µs steps, a millisecond at most), so each
+wakeup carries hundreds of KiB whatever the producer's write size.
 Ours keeps at most 1 MiB of stored output (`output_limit`), so memory must
 stay flat however much flows. Throughput is bytes / wall time from spawn to
 return, in MB/s (10^6 bytes); memory is the peak RSS (`ru_maxrss`) above the

@@ -536,3 +536,45 @@ async def test_a_flooding_pipe_is_enlarged_once_it_floods(
     assert data[: 4 << 20] == bytes(range(256)) * 16384
     assert data[4 << 20 :] == b"1048576\n"
     assert max(len(block) for block in seen) > 1 << 16
+
+
+async def test_a_flood_of_small_writes_arrives_in_large_chunks(tmp_path: Path) -> None:
+    """`head -c` writes 8 KiB at a time; the reader lets the pipe fill rather than wake for each.
+
+    Read as it comes, such a flood reaches the sink in thousands of small
+    chunks (a wakeup for every write or two, on a quiet machine); read once
+    the pipe holds half its size, in a few hundred at most, every byte there.
+    """
+    size = 64 << 20
+    seen: list[int] = []
+    async with LocalExecutor(tmp_path) as ex:
+        output = await ex.exec_cmd_streaming(
+            Command.exec(["head", "-c", str(size), "/dev/zero"]),
+            lambda chunk: seen.append(len(chunk.data)),
+        )
+    assert output.exit_code == 0
+    assert sum(seen) == size
+    assert len(seen) <= size // (256 << 10), f"{len(seen)} chunks, {size // len(seen)} bytes each"
+
+
+async def test_a_flood_that_pauses_is_read_at_once(tmp_path: Path) -> None:
+    """Letting a flood's pipe fill never holds its bytes back: a pause is read within moments."""
+    size = 300_000
+    arrived: list[float] = []
+    total = 0
+
+    def sink(chunk: Chunk) -> None:
+        nonlocal total
+        total += len(chunk.data)
+        if total >= size and not arrived:
+            arrived.append(time.monotonic())
+
+    async with LocalExecutor(tmp_path) as ex:
+        started = time.monotonic()
+        output = await ex.exec_cmd_streaming(
+            Command.shell(f"head -c {size} /dev/zero; sleep 2; echo done"), sink
+        )
+    assert output.exit_code == 0
+    assert total == size + len("done\n")
+    assert arrived
+    assert arrived[0] - started < 1.0, "the flood's bytes waited for the pause to end"

@@ -18,6 +18,8 @@ from collections.abc import AsyncGenerator, Generator, Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -988,6 +990,56 @@ async def test_stream_closed_early_ends_its_forked_reader(tmp_path: Path) -> Non
             break
     assert child_processes() == before
     assert open_descriptors() == descriptors
+
+
+@pytest.mark.usefixtures("forking")
+async def test_stream_cancelled_ends_its_forked_reader(tmp_path: Path) -> None:
+    """A stream cancelled midway, by its task's scope, ends its walk and child before it raises.
+
+    The cancellation reaches the stream where it waits for its next batch,
+    inside the generator: its own cleanup ends the walk, with no `aclose`.
+    """
+    root = forked_tree(tmp_path)
+    before, descriptors = child_processes(), open_descriptors()
+    seen = 0
+    with anyio.CancelScope() as scope:
+        async for _ in stream_text_files(str(root), "", extensions=None, fork_after=0):
+            seen += 1
+            if seen == 300:
+                assert child_processes() - before  # The reader runs.
+                scope.cancel()
+    assert scope.cancelled_caught
+    assert 300 <= seen < 1000
+    assert child_processes() == before
+    assert open_descriptors() == descriptors
+
+
+async def test_streamed_files_are_loaded_files(tmp_path: Path) -> None:
+    """The stream yields `LoadedFile`s in all respects, though made without their `__init__`."""
+    make_tree(tmp_path, {"a.txt": "a", "b/c.txt": "c"})
+    streamed = [f async for f in stream_text_files(str(tmp_path), "r", extensions=None)]
+    made = [LoadedFile("r/a.txt", "a"), LoadedFile("r/b/c.txt", "c")]
+    assert streamed == made
+    assert [type(f) for f in streamed] == [LoadedFile, LoadedFile]
+    assert [hash(f) for f in streamed] == [hash(f) for f in made]
+    assert [repr(f) for f in streamed] == [repr(f) for f in made]
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        streamed[0].path = "elsewhere"  # type: ignore[misc]
+
+
+def test_loaded_files_of_another_shape_are_made_by_their_class() -> None:
+    """A class with a validator (or any other shape) is called itself, so nothing is skipped."""
+
+    @attrs.frozen
+    class Checked:
+        path: str = attrs.field(validator=attrs.validators.min_len(1))
+        content: str
+
+    make: Any = walk_module._maker_of(Checked)  # type: ignore[arg-type]
+    assert make is Checked
+    plain: Any = walk_module._maker_of(LoadedFile)
+    assert plain is not LoadedFile
+    assert plain("p", "c") == LoadedFile("p", "c")
 
 
 @pytest.mark.usefixtures("forking")

@@ -968,17 +968,18 @@ class _Share:
             names, fd, out_folder, warn_folder = front
             self._give_back(fd)
             texts, others = answer
-            if not others:
-                # Every file a text, as usual: the paths in one C-level pass.
-                yield list(map(out_folder.__add__, names)), texts
-                continue
-            left = set(others[::2])
             for index, code in zip(others[::2], others[1::2], strict=True):
                 if code != SKIPPED:
                     name = names[index]
                     warn_unreadable(warn_folder + name, OSError(code, os.strerror(code)))
-            if texts:
-                yield [out_folder + n for i, n in enumerate(names) if i not in left], texts
+            if not texts:
+                continue
+            # The paths in one C-level pass, less those of the other files
+            # (from the last, so that each index still holds).
+            paths = list(map(out_folder.__add__, names))
+            for index in reversed(others[::2]):
+                del paths[index]
+            yield paths, texts
 
     def release(self, dir_fd: int) -> bool:
         """Whether the walk, leaving the folder open as `dir_fd`, may close it now.

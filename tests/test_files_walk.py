@@ -1134,6 +1134,43 @@ SINGLE_CPU_SCRIPT = textwrap.dedent(
 )
 
 
+LONG_NAMES_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from executor._files import walk
+
+    walk._spare_core = lambda: True
+    forked = list(walk.iter_text_files(sys.argv[1], extensions=None, fork_after=0))
+    alone = list(walk.iter_text_files(sys.argv[1], extensions=None, fork_after=None))
+    print(json.dumps({"files": len(forked), "same": forked == alone}))
+    """
+)
+
+
+def test_forked_reader_with_long_names_and_texts_never_waits_forever(tmp_path: Path) -> None:
+    """Requests that fill the child's socket while its answers fill the pipe: no deadlock.
+
+    Names near the longest make the window's requests more than a socket
+    holds, and texts of a few KiB make its answers more than the pipe holds:
+    a send that waited for room (`socket.send_fds` drops `MSG_DONTWAIT`
+    before Python 3.12) would wait for a child itself waiting for the walk.
+    Run in a process of its own, so that a regression fails here, not hangs.
+    """
+    text = "some text of a line\n" * 200
+    make_tree(
+        tmp_path,
+        {f"d{d}/{index:04}_{'x' * 245}": text for d in range(6) for index in range(500)},
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", LONG_NAMES_SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert json.loads(result.stdout) == {"files": 3000, "same": True}
+
+
 def test_no_fork_without_a_spare_core(tmp_path: Path) -> None:
     """A process that may run on one CPU only walks alone: a child would only take turns."""
     root = forked_tree(tmp_path)

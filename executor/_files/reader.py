@@ -31,6 +31,7 @@ leaves with `os._exit`, running nothing of the parent's.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
 import fcntl
@@ -288,12 +289,14 @@ class ForkedReader:
         message. Never blocks: False when it does not fit in the socket now,
         or the child is gone; the caller then reads those files itself.
         """
+        # `sendmsg` itself, not `socket.send_fds`, which drops its flags
+        # before Python 3.12: a send that waited for room in the socket,
+        # while the child waits for room in the pipe of answers this thread
+        # would empty, would wait forever (long names, long files).
+        rights = (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd for fd, _ in runs]))
         try:
-            socket.send_fds(
-                self._socket,
-                [marshal.dumps([names for _, names in runs])],
-                [fd for fd, _ in runs],
-                socket.MSG_DONTWAIT,
+            self._socket.sendmsg(
+                [marshal.dumps([names for _, names in runs])], [rights], socket.MSG_DONTWAIT
             )
         except OSError:
             return False

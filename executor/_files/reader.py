@@ -17,9 +17,8 @@ became of the others, by their index in the run: skipped without a word
 (binary, or no regular file), or the `errno` of a file that could not be
 read, which the parent turns into the warning a serial walk logs. Nothing is
 logged in the child. Texts come back decoded: `marshal` loads a `str` as fast
-as `bytes`, so the decoding costs the parent nothing; and a run whose files
-are all text, the usual one, comes as a list of texts the parent yields as
-it is.
+as `bytes`, so the decoding costs the parent nothing; and the parent yields
+a run's list of texts as it comes.
 
 The child's life is the walk's: it gets SIGKILL when the thread that forked it
 ends (`PR_SET_PDEATHSIG`), ends on its own at the end of its socket, and the

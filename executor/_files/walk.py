@@ -288,14 +288,15 @@ async def stream_text_files(
 
 
 def _maker_of(cls: type[LoadedFile]) -> Callable[[str, str], LoadedFile]:
-    """What makes each `LoadedFile` of a walk: `cls(path, content)`, in half the time where it can.
+    """What makes each `LoadedFile` a stream yields: `cls(path, content)`, in half the time.
 
     A frozen attrs class sets each field in its `__init__` through
     `object.__setattr__`, looked up per instance; this sets the slots
-    directly, as that would, through their descriptors. A walk makes one per
-    file, in the process whose Python is the walk's narrowest part. Only for
-    the class as it is now: two slotted fields, no validator, converter or
-    hook; any other shape gets the class itself.
+    directly, as that would, through their descriptors. A stream makes one
+    per file it yields, in the process whose Python is the walk's narrowest
+    part (its forked reader only reads). Only for the class as it is now:
+    two slotted fields, no validator, converter or hook; any other shape
+    gets the class itself.
     """
     fields = attrs.fields(cls)
     path_slot, content_slot = cls.__dict__.get("path"), cls.__dict__.get("content")

@@ -6,12 +6,15 @@ files, hidden entries and binary files) with a warm page cache:
 
 - `ours (asyncio)` / `ours (trio)`: `stream_text_files`, the walker behind
   `LocalExecutor.stream_files`, consumed to the end: every kept file is
-  listed, read, checked for NUL bytes and decoded (past its first 1024
-  files, a share of them by its forked reader process, on the other core);
+  listed, read, checked for NUL bytes and decoded (past its first 2048
+  files, a share of them by its forked reader process, on the other core,
+  when one is free);
 - `ours, one process`: the same with `fork_after=None`, all in this process;
 - `before (asyncio)`: the walker as it was before the forked reader (commit
   `BEFORE`, loaded from git as a module of its own; left out when git cannot
   show it), to compare in the same run;
+- `forked, earlier (asyncio)`: likewise, the walker with the first forked
+  reader (commit `EARLIER`, its reader loaded from git with it);
 - `rg --files`: ripgrep listing the same tree (a subprocess whose output is
   only counted), which applies the same ignore rules but reads no file;
 - `os.walk + read`: for reference, a plain walk reading every file, with no
@@ -56,6 +59,9 @@ from executor._files.walk import iter_text_files, stream_text_files
 TARGET = 2.5
 # The last commit with the walker that read every file in this process.
 BEFORE = "acbe0b8920e440ef6208863bd436245e34a1d688"
+# The last commit with the first forked reader: runs of `LoadedFile`s made in
+# the worker thread, and `send_fds`, whose flags Python 3.11 drops.
+EARLIER = "b69a9a7dcc99e586027fd705b2a40db762678cc5"
 FILES_PER_FOLDER = 40
 FOLDERS_PER_FOLDER = 8
 
@@ -143,29 +149,52 @@ def ours(backend: str, *, fork: bool = True, module: ModuleType | None = None) -
     return run
 
 
-def walker_before() -> ModuleType | None:
-    """The walk module as of commit `BEFORE`, or None when git cannot show it."""
+def walker_at(commit: str) -> ModuleType | None:
+    """The walk module as of `commit`, with the reader of that commit; None when git cannot show it.
+
+    The walk imports its reader by name: the old reader stands in for it in
+    `sys.modules` while the old walk is loaded, so that each keeps the other.
+    """
     here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        source = subprocess.run(
-            ["git", "-C", here, "show", f"{BEFORE}:executor/_files/walk.py"],
-            capture_output=True,
-            check=True,
+
+    def show(path: str) -> bytes:
+        return subprocess.run(
+            ["git", "-C", here, "show", f"{commit}:{path}"], capture_output=True, check=True
         ).stdout
+
+    def load(source: bytes, name: str) -> ModuleType | None:
+        with tempfile.NamedTemporaryFile(suffix=".py") as file:
+            file.write(source)
+            file.flush()
+            spec = importlib.util.spec_from_file_location(name, file.name)
+            assert spec is not None
+            assert spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            try:
+                spec.loader.exec_module(module)
+            except Exception:  # Its imports from this tree may no longer exist.
+                return None
+        return module
+
+    try:
+        walk_source = show("executor/_files/walk.py")
     except (OSError, subprocess.CalledProcessError):
         return None
-    with tempfile.NamedTemporaryFile(suffix=".py") as file:
-        file.write(source)
-        file.flush()
-        spec = importlib.util.spec_from_file_location("_walk_before", file.name)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        try:
-            spec.loader.exec_module(module)
-        except Exception:  # Its imports from this tree may no longer exist.
-            return None
-    return module
+    try:
+        reader_source: bytes | None = show("executor/_files/reader.py")
+    except subprocess.CalledProcessError:
+        reader_source = None  # Before the forked reader.
+    ours_reader = sys.modules.get("executor._files.reader")
+    try:
+        if reader_source is not None:
+            reader = load(reader_source, f"_reader_{commit[:7]}")
+            if reader is None:
+                return None
+            sys.modules["executor._files.reader"] = reader
+        return load(walk_source, f"_walk_{commit[:7]}")
+    finally:
+        if ours_reader is not None:
+            sys.modules["executor._files.reader"] = ours_reader
 
 
 RG = shutil.which("rg")
@@ -187,6 +216,7 @@ def ripgrep(root: str) -> tuple[int, float, float]:
 
 READING = "rg -l '' (reads all)"
 BEFORE_SIDE = "before (asyncio)"
+EARLIER_SIDE = "forked, earlier (asyncio)"
 
 
 def ripgrep_reading(root: str) -> tuple[int, float, float]:
@@ -263,12 +293,14 @@ def cpu_seconds() -> float:
 def measure(
     files: int, rounds: int
 ) -> tuple[dict[str, h.Stats], dict[str, h.Stats], dict[str, int]]:
-    before = walker_before()
+    before = walker_at(BEFORE)
+    earlier = walker_at(EARLIER)
     names = [
         "ours (asyncio)",
         "ours (trio)",
         "ours, one process",
         BEFORE_SIDE,
+        EARLIER_SIDE,
         BASELINE,
         READING,
         "os.walk + read",
@@ -276,6 +308,8 @@ def measure(
     ]
     if before is None:
         names.remove(BEFORE_SIDE)
+    if earlier is None:
+        names.remove(EARLIER_SIDE)
     if RG is None:
         names.remove(BASELINE)
         names.remove(READING)
@@ -289,6 +323,7 @@ def measure(
             "ours (trio)": ours("trio"),
             "ours, one process": ours("asyncio", fork=False),
             BEFORE_SIDE: ours("asyncio", module=before),
+            EARLIER_SIDE: ours("asyncio", module=earlier),
             BASELINE: ripgrep,
             READING: ripgrep_reading,
             "os.walk + read": walk_and_read,

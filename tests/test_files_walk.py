@@ -18,6 +18,8 @@ from collections.abc import AsyncGenerator, Generator, Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -991,6 +993,56 @@ async def test_stream_closed_early_ends_its_forked_reader(tmp_path: Path) -> Non
 
 
 @pytest.mark.usefixtures("forking")
+async def test_stream_cancelled_ends_its_forked_reader(tmp_path: Path) -> None:
+    """A stream cancelled midway, by its task's scope, ends its walk and child before it raises.
+
+    The cancellation reaches the stream where it waits for its next batch,
+    inside the generator: its own cleanup ends the walk, with no `aclose`.
+    """
+    root = forked_tree(tmp_path)
+    before, descriptors = child_processes(), open_descriptors()
+    seen = 0
+    with anyio.CancelScope() as scope:
+        async for _ in stream_text_files(str(root), "", extensions=None, fork_after=0):
+            seen += 1
+            if seen == 300:
+                assert child_processes() - before  # The reader runs.
+                scope.cancel()
+    assert scope.cancelled_caught
+    assert 300 <= seen < 1000
+    assert child_processes() == before
+    assert open_descriptors() == descriptors
+
+
+async def test_streamed_files_are_loaded_files(tmp_path: Path) -> None:
+    """The stream yields `LoadedFile`s in all respects, though made without their `__init__`."""
+    make_tree(tmp_path, {"a.txt": "a", "b/c.txt": "c"})
+    streamed = [f async for f in stream_text_files(str(tmp_path), "r", extensions=None)]
+    made = [LoadedFile("r/a.txt", "a"), LoadedFile("r/b/c.txt", "c")]
+    assert streamed == made
+    assert [type(f) for f in streamed] == [LoadedFile, LoadedFile]
+    assert [hash(f) for f in streamed] == [hash(f) for f in made]
+    assert [repr(f) for f in streamed] == [repr(f) for f in made]
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        streamed[0].path = "elsewhere"  # type: ignore[misc]
+
+
+def test_loaded_files_of_another_shape_are_made_by_their_class() -> None:
+    """A class with a validator (or any other shape) is called itself, so nothing is skipped."""
+
+    @attrs.frozen
+    class Checked:
+        path: str = attrs.field(validator=attrs.validators.min_len(1))
+        content: str
+
+    make: Any = walk_module._maker_of(Checked)  # type: ignore[arg-type]
+    assert make is Checked
+    plain: Any = walk_module._maker_of(LoadedFile)
+    assert plain is not LoadedFile
+    assert plain("p", "c") == LoadedFile("p", "c")
+
+
+@pytest.mark.usefixtures("forking")
 def test_walk_goes_on_when_its_forked_reader_is_killed(tmp_path: Path) -> None:
     """A reader killed midway: the walk reads what it had asked of it, and the rest, itself."""
     root = forked_tree(tmp_path)
@@ -1080,6 +1132,43 @@ SINGLE_CPU_SCRIPT = textwrap.dedent(
     print(json.dumps({"spare": spare_core(), "children": children, "rest": len(list(walk))}))
     """
 )
+
+
+LONG_NAMES_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from executor._files import walk
+
+    walk._spare_core = lambda: True
+    forked = list(walk.iter_text_files(sys.argv[1], extensions=None, fork_after=0))
+    alone = list(walk.iter_text_files(sys.argv[1], extensions=None, fork_after=None))
+    print(json.dumps({"files": len(forked), "same": forked == alone}))
+    """
+)
+
+
+def test_forked_reader_with_long_names_and_texts_never_waits_forever(tmp_path: Path) -> None:
+    """Requests that fill the child's socket while its answers fill the pipe: no deadlock.
+
+    Names near the longest make the window's requests more than a socket
+    holds, and texts of a few KiB make its answers more than the pipe holds:
+    a send that waited for room (`socket.send_fds` drops `MSG_DONTWAIT`
+    before Python 3.12) would wait for a child itself waiting for the walk.
+    Run in a process of its own, so that a regression fails here, not hangs.
+    """
+    text = "some text of a line\n" * 200
+    make_tree(
+        tmp_path,
+        {f"d{d}/{index:04}_{'x' * 245}": text for d in range(6) for index in range(500)},
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", LONG_NAMES_SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert json.loads(result.stdout) == {"files": 3000, "same": True}
 
 
 def test_no_fork_without_a_spare_core(tmp_path: Path) -> None:

@@ -12,12 +12,13 @@ to read, each run with the descriptor of its folder (`SCM_RIGHTS` over a
 `SOCK_SEQPACKET` socket: the very folder the parent listed, so nothing is
 resolved by path, and a confined walk stays confined). The child answers
 each request, in order, through a pipe: one `marshal`ed list per request, of
-one list per run, of one `Result` per name: the text (`str`), `None` for a
-file to skip without a word (binary, or no regular file), or the `errno` of
-a file that could not be read, which the parent turns into the warning a
-serial walk logs. Nothing is logged in the child. Texts come back decoded:
-`marshal` loads a `str` as fast as `bytes`, so the decoding costs the parent
-nothing.
+one `Answer` per run: the texts of its text files (`str`), in order, and what
+became of the others, by their index in the run: skipped without a word
+(binary, or no regular file), or the `errno` of a file that could not be
+read, which the parent turns into the warning a serial walk logs. Nothing is
+logged in the child. Texts come back decoded: `marshal` loads a `str` as fast
+as `bytes`, so the decoding costs the parent nothing; and the parent yields
+a run's list of texts as it comes.
 
 The child's life is the walk's: it gets SIGKILL when the thread that forked it
 ends (`PR_SET_PDEATHSIG`), ends on its own at the end of its socket, and the
@@ -29,6 +30,7 @@ leaves with `os._exit`, running nothing of the parent's.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
 import fcntl
@@ -48,9 +50,10 @@ from typing import Final
 __all__ = [
     "FIRST_READ",
     "READ_FLAGS",
+    "SKIPPED",
+    "Answer",
     "ForkedReader",
     "ReaderGone",
-    "Result",
     "is_regular",
     "read_on",
     "spare_core",
@@ -65,8 +68,15 @@ READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # for it, then shrinks to what was read, costs no system call.
 FIRST_READ: Final = 1 << 16
 
-Result = str | int | None
-"""What the child says of one file: its text, the `errno` it failed with, or `None` (skip it)."""
+Answer = tuple[list[str], list[int]]
+"""What the child says of a run of files: the texts of its text files, and the others.
+
+The others as a flat list of pairs: a file's index in the run, then the
+`errno` it failed with, or `SKIPPED`.
+"""
+
+SKIPPED: Final = 0
+"""In an `Answer`, for a file skipped without a word: binary, or no regular file (no `errno`)."""
 
 # Names per request, at most (the parent cuts longer runs). 128 of the longest
 # (255 bytes, each undecodable byte marshalled as 3) fit in a datagram of
@@ -152,36 +162,40 @@ def is_regular(fd: int) -> bool:
         return True
 
 
-def read_names(dir_fd: int, names: list[str]) -> list[Result]:
+def read_names(dir_fd: int, names: list[str]) -> Answer:
     """Read the files `names` in the folder open as `dir_fd`: what the child answers.
 
     The same reads, checks and decoding as the walk's own loop (`_read_run`
-    in `executor._files.walk`), with each outcome as a `Result`.
+    in `executor._files.walk`), with the outcomes as an `Answer`.
     """
-    results: list[Result] = []
-    append = results.append
+    texts: list[str] = []
+    others: list[int] = []
+    append = texts.append
     os_open, os_pread, os_close = os.open, os.pread, os.close
-    for name in names:
+    for index, name in enumerate(names):
         try:
             fd = os_open(name, READ_FLAGS, dir_fd=dir_fd)
         except OSError as exc:
-            append(exc.errno)
+            others += index, exc.errno or SKIPPED
             continue
         try:
             data = os_pread(fd, FIRST_READ, 0)
             if not 0 < len(data) < FIRST_READ:
                 whole = read_on(fd, data)
                 if whole is None:
-                    append(None)  # Not a regular file after all.
+                    others += index, SKIPPED  # Not a regular file after all.
                     continue
                 data = whole
         except OSError as exc:
-            append(exc.errno if is_regular(fd) else None)
+            others += index, (exc.errno or SKIPPED) if is_regular(fd) else SKIPPED
             continue
         finally:
             os_close(fd)
-        append(None if 0 in data else data.decode("utf-8", "replace"))
-    return results
+        if 0 in data:
+            others += index, SKIPPED
+        else:
+            append(data.decode("utf-8", "replace"))
+    return texts, others
 
 
 class ForkedReader:
@@ -192,7 +206,16 @@ class ForkedReader:
     Used from one thread at a time (the walk's).
     """
 
-    __slots__ = ("_answered", "_answers", "_buffer", "_pid", "_poll", "_socket", "outstanding")
+    __slots__ = (
+        "_answered",
+        "_answers",
+        "_buffer",
+        "_pid",
+        "_poll",
+        "_runs",
+        "_socket",
+        "outstanding",
+    )
 
     def __init__(self, pid: int, requests: socket.socket, answers: int) -> None:
         self._pid = pid
@@ -200,7 +223,9 @@ class ForkedReader:
         self._answers = answers
         self._buffer = bytearray()
         # Answers to runs received but not yet taken.
-        self._answered: deque[list[Result]] = deque()
+        self._answered: deque[Answer] = deque()
+        # How many names each run sent and not yet taken holds.
+        self._runs: deque[int] = deque()
         self._poll = select.poll()
         self._poll.register(answers, select.POLLIN)
         self.outstanding = 0
@@ -263,20 +288,24 @@ class ForkedReader:
         message. Never blocks: False when it does not fit in the socket now,
         or the child is gone; the caller then reads those files itself.
         """
+        # `sendmsg` itself, not `socket.send_fds`, which drops its flags
+        # before Python 3.12: a send that waited for room in the socket,
+        # while the child waits for room in the pipe of answers this thread
+        # would empty, would wait forever (long names, long files).
+        rights = (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd for fd, _ in runs]))
         try:
-            socket.send_fds(
-                self._socket,
-                [marshal.dumps([names for _, names in runs])],
-                [fd for fd, _ in runs],
-                socket.MSG_DONTWAIT,
+            self._socket.sendmsg(
+                [marshal.dumps([names for _, names in runs])], [rights], socket.MSG_DONTWAIT
             )
         except OSError:
             return False
-        self.outstanding += sum(len(names) for _, names in runs)
+        for _, names in runs:
+            self._runs.append(len(names))
+            self.outstanding += len(names)
         return True
 
-    def take(self, *, block: bool) -> list[Result] | None:
-        """The answer for the oldest run sent and not yet taken, one `Result` per name.
+    def take(self, *, block: bool) -> Answer | None:
+        """The answer for the oldest run sent and not yet taken.
 
         Without `block`, `None` when it has not fully arrived yet.
 
@@ -285,9 +314,8 @@ class ForkedReader:
 
         """
         if self._answered:
-            results = self._answered.popleft()
-            self.outstanding -= len(results)
-            return results
+            self.outstanding -= self._runs.popleft()
+            return self._answered.popleft()
         buffer = self._buffer
         if not block and len(buffer) < _HEADER and not self._poll.poll(0):
             return None  # A poll costs a third of a read that fails.
@@ -299,12 +327,11 @@ class ForkedReader:
                     # Through views, released before the buffer shrinks: no
                     # copy of a long answer.
                     with memoryview(buffer) as view, view[_HEADER:end] as frame:
-                        answer: list[list[Result]] = marshal.loads(frame)
+                        answers: list[Answer] = marshal.loads(frame)
                     del buffer[:end]
-                    self._answered.extend(answer)
-                    results = self._answered.popleft()
-                    self.outstanding -= len(results)
-                    return results
+                    self._answered.extend(answers)
+                    self.outstanding -= self._runs.popleft()
+                    return self._answered.popleft()
                 wanted = max(wanted, end - len(buffer))
             try:
                 chunk = os.read(self._answers, wanted)

@@ -49,11 +49,13 @@ import errno
 import operator
 import os
 import stat
+import types
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import anyio.to_thread
+import attrs
 
 from executor._core.base import LoadedFile
 from executor._files.reader import (
@@ -61,6 +63,7 @@ from executor._files.reader import (
     READ_FLAGS,
     REQUEST_FILES,
     REQUEST_RUNS,
+    SKIPPED,
     ForkedReader,
     ReaderGone,
     is_regular,
@@ -129,12 +132,13 @@ _HELD_BYTES = 8 << 20
 _SEND_FILES = 96
 
 _by_name = operator.attrgetter("name")
-_content = operator.attrgetter("content")
 
 # A run asked of the child: the names, the descriptor of their folder (the
 # walk's own, kept open until answered), the prefix of their yielded paths and
 # of their warnings.
 _Request = tuple[list[str], int, str, str]
+# A run of text files as the walk yields it: their paths, and their texts.
+_Run = tuple[list[str], list[str]]
 # Warnings about files the walk read itself, given only once the files before
 # them are yielded: as the path and the error.
 _Deferred = list[tuple[str, OSError]]
@@ -193,20 +197,16 @@ def iter_text_files(
 
     """
     shown = root if isinstance(root, str) else f"<fd {root}>"
-    return _each(_walk(root, extensions, shown, None, _pair, fork_after=fork_after))
+    return _each(_walk(root, extensions, shown, None, fork_after=fork_after))
 
 
-def _each(runs: Generator[list[_T], None, None]) -> Generator[_T, None, None]:
+def _each(runs: Generator[_Run, None, None]) -> Generator[tuple[str, str], None, None]:
     """The files of the walk's runs, one by one; closing it closes the walk."""
     try:
-        for run in runs:
-            yield from run
+        for paths, texts in runs:
+            yield from zip(paths, texts, strict=True)
     finally:
         runs.close()
-
-
-def _pair(path: str, content: str) -> tuple[str, str]:
-    return path, content
 
 
 async def stream_text_files(
@@ -253,33 +253,75 @@ async def stream_text_files(
         OSError: `root` itself cannot be examined or listed.
 
     """
-    # The class itself makes each file, with its fields positional: no extra
-    # call per file, and attrs' keyword call would cost twice as much.
-    files = _walk(root, extensions, display_root or ".", display_root, LoadedFile, base, fork_after)
+    files = _walk(root, extensions, display_root or ".", display_root, base, fork_after)
     limit = _BATCH_FILES_FIRST
 
-    def next_batch() -> list[LoadedFile]:
+    def next_batch() -> list[_Run]:
         # Whole runs (up to `_RUN_FILES` files) at a time: a batch may hold
         # a run more than its limits.
         nonlocal limit
-        batch: list[LoadedFile] = []
-        size = 0
+        batch: list[_Run] = []
+        count = size = 0
         for run in files:
-            batch += run
-            size += sum(map(len, map(_content, run)))
-            if len(batch) >= limit or size >= _BATCH_BYTES:
+            batch.append(run)
+            count += len(run[1])
+            size += sum(map(len, run[1]))
+            if count >= limit or size >= _BATCH_BYTES:
                 break
         limit = min(2 * limit, _BATCH_FILES)
         return batch
 
+    make = _loaded_file
     try:
         # Not abandoned on cancellation, so the walk is never closed while the
         # worker thread is still inside it.
         while batch := await anyio.to_thread.run_sync(next_batch):
-            for loaded in batch:
-                yield loaded
+            # Each `LoadedFile` is made as it is yielded, not in the batch: a
+            # batch of strings only is nothing for the garbage collector to
+            # scan, where thousands of objects held in it would be, again
+            # and again, and pass to its older generations.
+            for paths, texts in batch:
+                for path, text in zip(paths, texts, strict=True):
+                    yield make(path, text)
     finally:
         files.close()
+
+
+def _maker_of(cls: type[LoadedFile]) -> Callable[[str, str], LoadedFile]:
+    """What makes each `LoadedFile` a stream yields: `cls(path, content)`, in half the time.
+
+    A frozen attrs class sets each field in its `__init__` through
+    `object.__setattr__`, looked up per instance; this sets the slots
+    directly, as that would, through their descriptors. A stream makes one
+    per file it yields, in the process whose Python is the walk's narrowest
+    part (its forked reader only reads). Only for the class as it is now:
+    two slotted fields, no validator, converter or hook; any other shape
+    gets the class itself.
+    """
+    fields = attrs.fields(cls)
+    path_slot, content_slot = cls.__dict__.get("path"), cls.__dict__.get("content")
+    if (
+        [field.name for field in fields] != ["path", "content"]
+        or any(f.validator or f.converter or not f.init for f in fields)
+        or hasattr(cls, "__attrs_pre_init__")
+        or hasattr(cls, "__attrs_post_init__")
+        or cls.__new__ is not object.__new__
+        or not isinstance(path_slot, types.MemberDescriptorType)
+        or not isinstance(content_slot, types.MemberDescriptorType)
+    ):
+        return cls
+    new, set_path, set_content = object.__new__, path_slot.__set__, content_slot.__set__
+
+    def make(path: str, content: str) -> LoadedFile:
+        loaded: LoadedFile = new(cls)
+        set_path(loaded, path)
+        set_content(loaded, content)
+        return loaded
+
+    return make if make("p", "c") == cls("p", "c") else cls
+
+
+_loaded_file = _maker_of(LoadedFile)
 
 
 def _walk(
@@ -287,15 +329,13 @@ def _walk(
     extensions: frozenset[str] | None,
     shown_root: str,
     display: str | None,
-    make: Callable[[str, str], _T],
     base: tuple[int, str] | None = None,
     fork_after: int | None = None,
-) -> Generator[list[_T], None, None]:
+) -> Generator[_Run, None, None]:
     # `display` None: paths relative to root (`iter_text_files`); otherwise
     # paths start with it, as `os.path.join(display, relative)` would.
-    # `shown_root` names the root in errors and warnings. Each file is
-    # yielded as `make(path, text)`: built right here, in the worker thread,
-    # it costs no extra object or generator step per file.
+    # `shown_root` names the root in errors and warnings. Each run of files
+    # is yielded as two lists, of their paths and of their texts.
     out = "" if not display else display if display.endswith("/") else display + "/"
     if not isinstance(root, str):
         try:
@@ -313,9 +353,7 @@ def _walk(
             os.close(root_fd)
             raise
         # Warnings name what the caller knows: the displayed path, else the relative one.
-        yield from _walk_tree(
-            None, root_fd, extensions, out, out, shown_root, make, rules, fork_after
-        )
+        yield from _walk_tree(None, root_fd, extensions, out, out, shown_root, rules, fork_after)
         return
     try:
         mode = os.stat(root).st_mode
@@ -331,16 +369,14 @@ def _walk(
             raise type(exc)(exc.errno, exc.strerror, shown_root) from exc
         # Warnings name what the caller knows: the displayed path, else the real one.
         warn = out if display is not None else root if root.endswith("/") else root + "/"
-        yield from _walk_tree(
-            root, root_fd, extensions, out, warn, shown_root, make, None, fork_after
-        )
+        yield from _walk_tree(root, root_fd, extensions, out, warn, shown_root, None, fork_after)
     elif stat.S_ISREG(mode):
         name = os.path.basename(os.path.normpath(root))
         if wanted(name, extensions):
             # The root was named explicitly, so a symlink to it is followed.
             text = _read_text(root, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, shown_root)
             if text is not None:
-                yield [make(name if display is None else display or name, text)]
+                yield [name if display is None else display or name], [text]
     # Anything else (FIFO, socket, device) is not a file to read: nothing.
 
 
@@ -630,13 +666,13 @@ def _walk_tree(
     out: str,
     warn: str,
     shown_root: str,
-    make: Callable[[str, str], _T],
     root_rules: Rules | None = None,
     fork_after: int | None = None,
-) -> Iterator[list[_T]]:
-    """Yield `make(out + relative path, text)` for the text files below the folder `root`.
+) -> Iterator[_Run]:
+    """Yield `out + relative path` and the text of each text file below the folder `root`.
 
-    In lists, a run of files at a time (at most `_RUN_FILES`). Takes over
+    A run of files at a time (at most `_RUN_FILES`), as the list of their
+    paths and the list of their texts. Takes over
     `root_fd`, the open root folder, and closes it. `root` is its path, or
     None when it was given as a descriptor: then no path is ever used, and
     only ignore files inside the tree count (see `Rules`), unless
@@ -667,7 +703,7 @@ def _walk_tree(
     stack: list[tuple[int, Iterator[os.DirEntry[str]], str, str, Rules]] = []
     # Ignore files are named in warnings below this folder.
     named_root = warn if root is None else root
-    share: _Share[_T] | None = None
+    share: _Share | None = None
 
     try:
         try:
@@ -765,17 +801,17 @@ def _walk_tree(
                     elif (reader := ForkedReader.start()) is None:
                         fork_after = None  # A fork that failed is not tried again.
                     else:
-                        share = _Share(reader, make)
+                        share = _Share(reader)
                 if share is None:
-                    made, failed, _ = _read_run(dir_fd, run, out_folder, warn + relative, make)
+                    paths, texts, failed, _ = _read_run(dir_fd, run, out_folder, warn + relative)
                     for path, error in failed:
                         warn_unreadable(path, error)
-                    if made:
-                        yield made
+                    if texts:
+                        yield paths, texts
                 else:
                     rest = share.offer(dir_fd, run, out_folder, warn + relative)
                     if rest:
-                        share.hold(*_read_run(dir_fd, rest, out_folder, warn + relative, make))
+                        share.hold(*_read_run(dir_fd, rest, out_folder, warn + relative))
                     yield from share.ready(final=False)
             if listed:
                 stack.pop()
@@ -792,7 +828,7 @@ def _walk_tree(
             os.close(frame[0])
 
 
-class _Share(Generic[_T]):
+class _Share:
     """The reads a walk shares with its forked child (see `_walk_tree`), and what waits on them.
 
     The walk offers each run of files to read (`offer`): what the child's
@@ -815,18 +851,16 @@ class _Share(Generic[_T]):
         "held_bytes",
         "held_sizes",
         "lent",
-        "make",
         "orphans",
         "pending",
         "reader",
     )
 
-    def __init__(self, reader: ForkedReader, make: Callable[[str, str], _T]) -> None:
+    def __init__(self, reader: ForkedReader) -> None:
         self.reader: ForkedReader | None = reader
-        self.make = make
         # In order, what is not yet yielded: runs asked of the child, and
-        # files the walk read itself.
-        self.pending: deque[_Request | tuple[list[_T], _Deferred]] = deque()
+        # files the walk read itself (with their warnings).
+        self.pending: deque[_Request | tuple[list[str], list[str], _Deferred]] = deque()
         # How many of those files the walk read itself.
         self.held = 0
         # And the bytes of their texts, with the length of each held run's.
@@ -865,16 +899,16 @@ class _Share(Generic[_T]):
             self.flush()
         return run[start:] if start else run
 
-    def hold(self, made: list[_T], deferred: _Deferred, size: int) -> None:
+    def hold(self, paths: list[str], texts: list[str], deferred: _Deferred, size: int) -> None:
         """Queue files the walk read itself, behind the runs asked before them.
 
-        `deferred`: the warnings of that read, given when the files are
-        yielded; `size`: the length of their texts.
+        Their `paths` and `texts`; `deferred`: the warnings of that read,
+        given when the files are yielded; `size`: the length of their texts.
         """
         if self.batch:
             self.flush()  # They stay at the end of `pending`.
-        self.pending.append((made, deferred))
-        self.held += len(made)
+        self.pending.append((paths, texts, deferred))
+        self.held += len(texts)
         self.held_bytes += size
         self.held_sizes.append(size)
 
@@ -895,7 +929,7 @@ class _Share(Generic[_T]):
             self.hold(*self._read_here(request))
         return False
 
-    def ready(self, *, final: bool) -> Iterator[list[_T]]:
+    def ready(self, *, final: bool) -> Iterator[_Run]:
         """Yield the files at the front of `pending` that are read; with `final`, all of them.
 
         Waits for the child's answer only with `final`, or when the walk
@@ -905,15 +939,15 @@ class _Share(Generic[_T]):
         pending = self.pending
         while pending:
             front = pending[0]
-            if len(front) == 2:
+            if len(front) == 3:
                 pending.popleft()
-                made, deferred = front
-                self.held -= len(made)
+                paths, texts, deferred = front
+                self.held -= len(texts)
                 self.held_bytes -= self.held_sizes.popleft()
                 for path, error in deferred:
                     warn_unreadable(path, error)
-                if made:
-                    yield made
+                if texts:
+                    yield paths, texts
                 continue
             block = final or self.held > _HELD_FILES or self.held_bytes > _HELD_BYTES
             if not self.asked and (not block or not self.flush()):
@@ -934,18 +968,19 @@ class _Share(Generic[_T]):
             self.asked -= 1
             names, fd, out_folder, warn_folder = front
             self._give_back(fd)
-            make = self.make
-            made = [
-                make(out_folder + name, result)
-                for name, result in zip(names, answer, strict=True)
-                if type(result) is str
-            ]
-            if len(made) + answer.count(None) < len(answer):
-                for name, result in zip(names, answer, strict=True):
-                    if isinstance(result, int):
-                        warn_unreadable(warn_folder + name, OSError(result, os.strerror(result)))
-            if made:
-                yield made
+            texts, others = answer
+            for index, code in zip(others[::2], others[1::2], strict=True):
+                if code != SKIPPED:
+                    name = names[index]
+                    warn_unreadable(warn_folder + name, OSError(code, os.strerror(code)))
+            if not texts:
+                continue
+            # The paths in one C-level pass, less those of the other files
+            # (from the last, so that each index still holds).
+            paths = list(map(out_folder.__add__, names))
+            for index in reversed(others[::2]):
+                del paths[index]
+            yield paths, texts
 
     def release(self, dir_fd: int) -> bool:
         """Whether the walk, leaving the folder open as `dir_fd`, may close it now.
@@ -967,10 +1002,10 @@ class _Share(Generic[_T]):
             os.close(fd)
         self.orphans.clear()
 
-    def _read_here(self, request: _Request) -> tuple[list[_T], _Deferred, int]:
+    def _read_here(self, request: _Request) -> tuple[list[str], list[str], _Deferred, int]:
         names, fd, out_folder, warn_folder = request
         try:
-            return _read_run(fd, names, out_folder, warn_folder, self.make)
+            return _read_run(fd, names, out_folder, warn_folder)
         finally:
             self._give_back(fd)
 
@@ -985,9 +1020,9 @@ class _Share(Generic[_T]):
         self.held_sizes.clear()
         for index, item in enumerate(self.pending):
             if len(item) == 4:
-                made, deferred, size = self._read_here(item)
-                self.pending[index] = made, deferred
-                self.held += len(made)
+                paths, texts, deferred, size = self._read_here(item)
+                self.pending[index] = paths, texts, deferred
+                self.held += len(texts)
                 self.held_bytes += size
             else:
                 size = next(sizes)
@@ -1005,17 +1040,19 @@ class _Share(Generic[_T]):
 
 
 def _read_run(
-    dir_fd: int, names: list[str], out_folder: str, warn_folder: str, make: Callable[[str, str], _T]
-) -> tuple[list[_T], _Deferred, int]:
-    """`make(out_folder + name, text)` for each text file of `names` in the folder open as `dir_fd`.
+    dir_fd: int, names: list[str], out_folder: str, warn_folder: str
+) -> tuple[list[str], list[str], _Deferred, int]:
+    """`out_folder + name` and the text of each text file of `names` in the folder open as `dir_fd`.
 
     Each is opened, read with one `pread` (`_read_regular`, inlined: this runs
     for every file the walk reads itself), closed, checked for a NUL byte and
-    decoded. Returns the files made; the warnings of those that could not be
-    read (`warn_folder + name` and the error), for the caller to log in their
-    place in the walk's order; and the length of the texts.
+    decoded. Returns the paths and the texts of the text files; the warnings
+    of those that could not be read (`warn_folder + name` and the error), for
+    the caller to log in their place in the walk's order; and the length of
+    the texts.
     """
-    made: list[_T] = []
+    paths: list[str] = []
+    texts: list[str] = []
     failed: _Deferred = []
     size = 0
     os_open, os_pread, os_close = os.open, os.pread, os.close
@@ -1042,6 +1079,7 @@ def _read_run(
         # `as_text`, inlined. `0 not in data` is faster than `b"\0" in data`:
         # no buffer for the needle.
         if 0 not in data:
-            made.append(make(out_folder + name, data.decode("utf-8", "replace")))
+            paths.append(out_folder + name)
+            texts.append(data.decode("utf-8", "replace"))
             size += len(data)
-    return made, failed, size
+    return paths, texts, failed, size

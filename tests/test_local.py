@@ -543,7 +543,9 @@ async def test_a_flood_of_small_writes_arrives_in_large_chunks(tmp_path: Path) -
 
     Read as it comes, such a flood reaches the sink in thousands of small
     chunks (a wakeup for every write or two, on a quiet machine); read once
-    the pipe holds half its size, in a few hundred at most, every byte there.
+    the pipe holds half its size (1 MiB pipes; a user's 64 KiB pipe is
+    enlarged once it floods), in about a hundred, every byte there. The
+    bound, a mean of 128 KiB a chunk, leaves room for a crowded machine.
     """
     size = 64 << 20
     seen: list[int] = []
@@ -554,7 +556,7 @@ async def test_a_flood_of_small_writes_arrives_in_large_chunks(tmp_path: Path) -
         )
     assert output.exit_code == 0
     assert sum(seen) == size
-    assert len(seen) <= size // (256 << 10), f"{len(seen)} chunks, {size // len(seen)} bytes each"
+    assert len(seen) <= size // (128 << 10), f"{len(seen)} chunks, {size // len(seen)} bytes each"
 
 
 async def test_a_flood_that_pauses_is_read_at_once(tmp_path: Path) -> None:

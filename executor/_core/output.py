@@ -163,16 +163,16 @@ def _decode(chunks: tuple[Chunk, ...]) -> str:
     return "".join(parts)
 
 
-def count_newlines(data: bytes, end: int | None = None) -> int:
-    """The newlines in `data[:end]`, cheaply where there are none.
+def count_newlines(data: bytes, end: int | None = None, start: int = 0) -> int:
+    """The newlines in `data[start:end]` (no copy made), cheaply where there are none.
 
     `bytes.count` scans at about 1 GiB/s; the `in` test (memchr) at tens of
     GiB/s, so a flood of binary output or of long lines pays for its cut
     almost nothing, and only newlines that are there are counted.
     """
-    if end is None:
+    if end is None and not start:
         return data.count(b"\n") if b"\n" in data else 0
-    return data.count(b"\n", 0, end) if data.find(b"\n", 0, end) >= 0 else 0
+    return data.count(b"\n", start, end) if data.find(b"\n", start, end) >= 0 else 0
 
 
 class OutputBuffer:
@@ -198,6 +198,7 @@ class OutputBuffer:
         "_tail",
         "_tail_bytes",
         "_tail_limit",
+        "_tail_skip",
         "dropped",
         "dropped_lines",
     )
@@ -210,6 +211,10 @@ class OutputBuffer:
         self._tail: collections.deque[Chunk] = collections.deque()
         self._tail_limit = limit // 2 if limit is not None else 0
         self._tail_bytes = 0
+        # The bytes at the front of the tail's first chunk that are cut already:
+        # sliced off only when the output is made, not at every chunk (a
+        # flood's chunk of 1 MiB would cost a copy of half of it each time).
+        self._tail_skip = 0
         self._spill_dir = spill_dir
         self._spill: BinaryIO | None = None
         self._spill_path: str | None = None
@@ -241,33 +246,40 @@ class OutputBuffer:
         limit = self._tail_limit
         if self._spill_dir is not None and self._spill is None and self._tail_bytes + size > limit:
             self._start_spill(chunk)
-        if size >= limit:
-            self.dropped += self._tail_bytes + size - limit
-            self.dropped_lines += sum(count_newlines(kept.data) for kept in self._tail)
-            self.dropped_lines += count_newlines(chunk.data, size - limit)
-            self._tail.clear()
-            self._tail_bytes = 0
-            if limit:
-                self._tail.append(type(chunk)(chunk.data[size - limit :]))
-                self._tail_bytes = limit
-            return
         self._tail.append(chunk)
         self._tail_bytes += size
         excess = self._tail_bytes - limit
         while excess > 0:
-            first = self._tail[0]
-            if len(first.data) <= excess:
+            first = self._tail[0].data
+            kept = len(first) - self._tail_skip
+            if kept <= excess:
                 self._tail.popleft()
-                self._tail_bytes -= len(first.data)
-                self.dropped += len(first.data)
-                self.dropped_lines += count_newlines(first.data)
-                excess -= len(first.data)
+                self.dropped_lines += count_newlines(first, start=self._tail_skip)
+                self._tail_skip = 0
+                self._tail_bytes -= kept
+                self.dropped += kept
+                excess -= kept
             else:
-                self.dropped_lines += count_newlines(first.data, excess)
-                self._tail[0] = type(first)(first.data[excess:])
+                self.dropped_lines += count_newlines(
+                    first, self._tail_skip + excess, start=self._tail_skip
+                )
+                self._tail_skip += excess
                 self._tail_bytes -= excess
                 self.dropped += excess
                 excess = 0
+                if self._tail_skip > limit:
+                    # A chunk far larger than the tail: what it cuts would be held
+                    # for nothing (more than the tail itself), so it goes now.
+                    self._tail[0] = type(self._tail[0])(first[self._tail_skip :])
+                    self._tail_skip = 0
+
+    def _kept_tail(self) -> list[Chunk]:
+        """The tail's chunks, less the front of the first that is cut already."""
+        tail = list(self._tail)
+        if self._tail_skip:
+            first = tail[0]
+            tail[0] = type(first)(first.data[self._tail_skip :])
+        return tail
 
     def _start_spill(self, pending: Chunk) -> None:
         """Keep the whole output aside from here on: what is held, then `pending`."""
@@ -279,7 +291,7 @@ class OutputBuffer:
         self._spill_path = path
         # In the order read: the head (whose last piece may be the front of the
         # chunk being added, whose rest is `pending`), the tail, then `pending`.
-        for kept in (*self._head, *self._tail, pending):
+        for kept in (*self._head, *self._kept_tail(), pending):
             self._spill.write(kept.data)
 
     @property
@@ -304,7 +316,7 @@ class OutputBuffer:
 
     def chunks(self) -> tuple[Chunk, ...]:
         """The kept chunks, in order."""
-        return (*self._head, *self._tail)
+        return (*self._head, *self._kept_tail())
 
     def output(
         self,

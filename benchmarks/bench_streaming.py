@@ -40,10 +40,13 @@ at `_baseline.BASELINE_COMMIT`: FIONREAD-sized `os.read` calls, the pipe
 added to and removed from epoll at every wait); `ours (asyncio, defaults)` is
 `LocalExecutor()` with nothing set (a streamed command keeps
 `stream_output_limit`, 4 MiB, of stored output); `producer |
-cat (ref)` is the pipe's own limit: the producer into `cat >/dev/null`.
+cat (ref)` is the pipe's own limit: the producer into `cat >/dev/null`;
+`head | cat (ref)` is the measure of that limit the targets name: `head -c`
+into `cat`, whatever the producer (with `dd`, `cat` reads 1 MiB writes and
+may go faster than any reader that must copy into new `bytes`).
 
-Targets: ours (asyncio), with 1 MiB pipes and from 64 KiB ones, >= 1.5x raw asyncio and
->= 0.75x `producer | cat`; RSS growth at the default settings <= 8 MiB.
+Targets: ours (asyncio), with 1 MiB pipes and from 64 KiB ones, >= 1.5x raw
+asyncio and >= 0.75x `head | cat`; RSS growth at the default settings <= 8 MiB.
 """
 
 from __future__ import annotations
@@ -80,9 +83,12 @@ SIDES = [
     "ours (trio)",
     "thread readv (ref)",
     "producer | cat (ref)",
+    "head | cat (ref)",
 ]
 BEFORE = "baseline (asyncio)"
 PIPE = "producer | cat (ref)"
+# The issue's measure of the pipe's limit: `head -c` into `cat`, whatever the producer.
+HEAD_PIPE = "head | cat (ref)"
 BASELINE = "asyncio raw"
 ANYIO = "anyio.open_process (asyncio)"
 OURS = "ours (asyncio)"
@@ -199,6 +205,7 @@ RUNNERS: dict[str, Callable[[str, str], int]] = {
     "ours (asyncio)": _ours("asyncio"),
     "ours (asyncio, defaults)": _ours("asyncio", limit=None),
     "producer | cat (ref)": _pipe_to_cat,
+    "head | cat (ref)": _pipe_to_cat,  # given `head`'s script whatever the producer
     "ours (asyncio, 64K pipe)": _ours("asyncio", small_pipe=True),
     "ours (asyncio, 64K fixed)": _ours("asyncio", small_pipe=True, fixed_pipe=True),
     "ours (trio)": _ours("trio"),
@@ -208,7 +215,7 @@ RUNNERS: dict[str, Callable[[str, str], int]] = {
 
 def worker(side: str, size: int, producer: str) -> None:
     h.preload()
-    script = PRODUCERS[producer].format(size=size)
+    script = PRODUCERS["head" if side == HEAD_PIPE else producer].format(size=size)
     with tempfile.TemporaryDirectory(prefix="bench-streaming-") as workdir:
         before = h.current_rss()
         cpu = h.cpu_seconds()
@@ -225,6 +232,8 @@ def worker(side: str, size: int, producer: str) -> None:
 def measure(size: int, reps: int, producer: str) -> dict[str, list[dict[str, Any]]]:
     tree = _baseline.baseline_tree()
     sides = [side for side in SIDES if side != BEFORE or tree is not None]
+    if producer == "head":
+        sides.remove(HEAD_PIPE)  # the same as `producer | cat`
     results: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     for rep in range(reps):
         for side in h.rotated(sides, rep):
@@ -244,6 +253,7 @@ def report(results: dict[str, list[dict[str, Any]]], size: int, producer: str) -
     speed = {side: median(side, lambda r: size / r["wall"] / 1e6) for side in sides}
     per_cpu = {side: median(side, lambda r: size / max(r["cpu"], 1e-9) / 1e6) for side in sides}
     growth = {side: median(side, lambda r: r["peak"] - r["before"]) for side in sides}
+    head_pipe = speed.get(HEAD_PIPE, speed[PIPE])
     rows = []
     for side in sides:
         rows.append(
@@ -258,6 +268,7 @@ def report(results: dict[str, list[dict[str, Any]]], size: int, producer: str) -
                 h.fmt_ratio(speed[side], speed[ANYIO]),
                 h.fmt_ratio(speed[side], speed[REFERENCE]),
                 h.fmt_ratio(speed[side], speed[PIPE]),
+                h.fmt_ratio(speed[side], head_pipe),
                 h.fmt_ratio(per_cpu[side], per_cpu[BASELINE]),
             ]
         )
@@ -279,6 +290,7 @@ def report(results: dict[str, list[dict[str, Any]]], size: int, producer: str) -
             "/anyio",
             "/ref",
             "/cat",
+            "/head|cat",
             "CPU-eff/raw",
         ],
         rows,
@@ -289,12 +301,13 @@ def report(results: dict[str, list[dict[str, Any]]], size: int, producer: str) -
     )
     met = True
     for side in (OURS, "ours (asyncio, 64K pipe)"):
-        ratio, of_pipe = speed[side] / speed[BASELINE], speed[side] / speed[PIPE]
+        ratio, of_pipe = speed[side] / speed[BASELINE], speed[side] / head_pipe
         ok = ratio >= TARGET and of_pipe >= PIPE_TARGET
         met = met and ok
         print(
-            f"target: {side} >= {TARGET}x raw asyncio and >= {PIPE_TARGET}x `| cat`: "
+            f"target: {side} >= {TARGET}x raw asyncio and >= {PIPE_TARGET}x `head | cat`: "
             f"{ratio:.2f}x, {of_pipe:.2f}x -> {h.verdict(ok)}"
+            f" (`producer | cat`: {speed[side] / speed[PIPE]:.2f}x)"
         )
     defaults = growth["ours (asyncio, defaults)"] / h.MIB
     ok = defaults <= 8

@@ -241,6 +241,8 @@ class _Ends:
     stderr: int
     stdin: int | None
     child: tuple[int, int, int]
+    # Whether `prepare` has set our ends up.
+    prepared: bool = False
 
     @classmethod
     def make(cls, *, stdin: bool, pty: bool, ptmx: int | None = None) -> _Ends:
@@ -284,6 +286,18 @@ class _Ends:
             os.close(fd)
         self.ours = []
 
+    def prepare(self, *, pty: bool) -> None:
+        """Set our ends up for reading (non-blocking; larger pipes for root), once."""
+        if self.prepared:
+            return
+        self.prepared = True
+        for fd in self.ours:
+            os.set_blocking(fd, False)
+        if _enlarge_pipes and not pty:
+            for fd in (self.stdout, self.stderr):
+                with contextlib.suppress(OSError):
+                    fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
+
     def started(
         self,
         process: subprocess.Popen[bytes] | Served | Supervised,
@@ -294,12 +308,7 @@ class _Ends:
         pty: bool,
     ) -> Spawned:
         """Our ends as a `Spawned`, set up for reading."""
-        for fd in self.ours:
-            os.set_blocking(fd, False)
-        if _enlarge_pipes and not pty:
-            for fd in (self.stdout, self.stderr):
-                with contextlib.suppress(OSError):
-                    fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
+        self.prepare(pty=pty)
         return Spawned(
             process=process,
             pidfd=pidfd,
@@ -656,7 +665,10 @@ class Supervisor:
             supervisor = self._start()
             ends = _Ends.make(stdin=stdin, pty=pty)
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            fds = [*ends.child, theirs.fileno(), *([] if cwd_fd is None else [cwd_fd])]
+            # The tree's `gone` pipe: the shim holds the write end until the
+            # tree is gone, so it closes then (or when the shim dies).
+            gone, gone_w = os.pipe2(os.O_CLOEXEC)
+            fds = [*ends.child, theirs.fileno(), gone_w, *([] if cwd_fd is None else [cwd_fd])]
             try:
                 supervisor.sendmsg(
                     [b"R" + request],
@@ -665,12 +677,16 @@ class Supervisor:
             except OSError as error:
                 ends.abandon()
                 ours.close()
+                os.close(gone)
                 if attempt or not _readable(self._pidfd):
                     raise ExecutorError(f"cannot reach the supervisor: {error}") from error
                 continue
             finally:
                 ends.close_theirs()
                 theirs.close()
+                os.close(gone_w)
+            # While the shim starts the command: our ends made ready for reading.
+            ends.prepare(pty=pty)
             try:
                 reply, received = await _receive(ours)
             except BaseException:
@@ -680,23 +696,23 @@ class Supervisor:
                     anyio.CancelScope(shield=True),
                     anyio.move_on_after(kill_grace + 2 * _KILL_WAIT),
                 ):
-                    await _abandon_start(ours, kill_grace)
+                    await _abandon_start(ours, gone, kill_grace)
                 ends.abandon()
                 ours.close()
+                os.close(gone)
                 raise
-            if reply[:1] == b"P" and len(reply) >= 5 and received:
-                for fd in received[1:]:
-                    os.close(fd)
+            for fd in received:
+                os.close(fd)
+            if reply[:1] == b"P" and len(reply) >= 5:
                 pid = struct.unpack("i", reply[1:5])[0]
                 control = ours.detach()
-                spawned = ends.started(Supervised(pid), received[0], tag, started, pty=pty)
+                spawned = ends.started(Supervised(pid), gone, tag, started, pty=pty)
                 spawned.status = control
                 spawned.signaller = functools.partial(_signal_supervised, spawned)
                 return spawned
             ends.abandon()
             ours.close()
-            for fd in received:
-                os.close(fd)
+            os.close(gone)
             if reply[:1] == b"E":
                 report = marshal.loads(reply[1:])
                 code = int(report["errno"])
@@ -819,20 +835,17 @@ async def _receive(sock: socket.socket) -> tuple[bytes, list[int]]:
         return data, list(fds)
 
 
-async def _abandon_start(control: socket.socket, grace: float) -> None:
+async def _abandon_start(control: socket.socket, gone: int, grace: float) -> None:
     """End what a shim started for a start given up on, as any kill ends a tree; awaited.
 
     The command may have run a while before its start was given up on (a
     cancellation that came as the shim reported it): it gets the grace too.
     """
     reply, received = await _receive(control)
-    try:
-        if reply[:1] == b"P" and received:
-            gone = received[0]
-            await _end_through(lambda: (control.fileno(), gone), grace)
-    finally:
-        for fd in received:
-            os.close(fd)
+    for fd in received:
+        os.close(fd)
+    if reply[:1] == b"P":
+        await _end_through(lambda: (control.fileno(), gone), grace)
 
 
 async def _signal_supervised(spawned: Spawned, signal: int) -> None:

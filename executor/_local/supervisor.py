@@ -13,16 +13,16 @@ process the command starts, and every orphan among them (a double-forked
 daemon, `setsid`, `env -i`, `nohup`, `disown`), has the shim as an ancestor
 until it is reaped: nothing can leave the tree. The shim spawns the command
 (in a session of its own, in its cgroup when there is one),
-tells the executor its pid on the command's control socket with a `gone`
-pipe attached, reports the leader's wait status there when it exits, and
-closes the `gone` pipe once the whole tree is gone (the pipe also closes if
-the shim dies). Then it tidies up (the command's cgroups removed, the next
-command's made and joined) and waits for another request: a start costs no
-fork, no mkdir and no cgroup migration on its way. The supervisor keeps two
-shims idle, forking another only when fewer are, and retires idle ones
-beyond four; the shims say what they do on a shared page (the board), and
-wake the supervisor only when it has something to do. On the control
-socket the executor sends
+tells the executor its pid on the command's control socket, reports the
+leader's wait status there when it exits, and closes the write end of the
+command's `gone` pipe (the executor's, sent with the request) once the
+whole tree is gone (the pipe also closes if the shim dies). Then it tidies
+up (the command's cgroups removed, the next command's made and joined) and
+waits for another request: a start costs no fork, no mkdir and no cgroup
+migration on its way. The supervisor keeps two shims idle, forking another
+only when fewer are, and retires idle ones beyond four; the shims say what
+they do on a shared page (the board), and wake the supervisor only when it
+has something to do. On the control socket the executor sends
 
 - `T` + a grace period in seconds (+ `@` + the executor's `time.monotonic()`
   when it sent it, where the grace counts from): SIGTERM (and SIGCONT) to
@@ -37,15 +37,17 @@ cost that follows the tree, not the host. Either way a kill ends when the shim h
 child left, which is when the tree is empty (every orphan comes to it).
 
 On its own socket the supervisor takes `R` (a command: a marshalled request,
-with stdin, stdout, stderr, the control socket and, optionally, the folder
-to start in attached) and `X` + a grace period in seconds (end everything:
-SIGTERM, the grace, SIGKILL; then exit). When the socket ends (the executor
-closed it, or died) or SIGTERM comes, everything is killed at once. A shim
-whose supervisor dies (its parent-death signal) kills its tree and exits.
+with stdin, stdout, stderr, the control socket, the `gone` pipe's write end
+and, optionally, the folder to start in attached) and `X` + a grace period
+in seconds (end everything: SIGTERM, the grace, SIGKILL; then exit). When
+the socket ends (the executor closed it, or died) or SIGTERM comes,
+everything is killed at once. A shim whose supervisor dies (its
+parent-death signal) kills its tree and exits.
 """
 
 from __future__ import annotations
 
+import _posixsubprocess
 import array
 import contextlib
 import ctypes
@@ -404,8 +406,9 @@ class _Shim:
                 self._serve(marshal.loads(message[1:]), fds)
             finally:
                 for fd in fds:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
+                    if fd >= 0:
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
             if self.wake.flags & {signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1}:
                 break
         self._drop_cgroups()
@@ -478,7 +481,7 @@ class _Shim:
                 for fd in fds:
                     os.close(fd)
                 return None, []  # retired, or the executor closed its end
-            if message[:1] == b"R" and len(fds) >= 4:
+            if message[:1] == b"R" and len(fds) >= 5:
                 return message, list(fds)
             for fd in fds:
                 os.close(fd)
@@ -486,6 +489,8 @@ class _Shim:
     def _serve(self, request: dict[str, Any], fds: list[int]) -> None:
         """Start the request's command and stay its subreaper until its whole tree is gone."""
         self.ctl = socket.socket(fileno=os.dup(fds[3]))
+        # The executor's `gone` pipe: held until the tree is gone (or the shim dies).
+        self.gone, fds[4] = fds[4], -1
         self.io = fds[:3]
         self.status = None
         self.leader = 0
@@ -497,8 +502,8 @@ class _Shim:
                 self._fail(failure, "cgroup")
                 return
             try:
-                if len(fds) > 4:
-                    os.fchdir(fds[4])
+                if len(fds) > 5:
+                    os.fchdir(fds[5])
                 else:
                     os.chdir(request["cwd"])
             except OSError as error:
@@ -520,16 +525,9 @@ class _Shim:
             for fd in fds[:3]:
                 os.close(fd)
             fds[:3] = [-1, -1, -1]
-            gone_r, self.gone = os.pipe2(os.O_CLOEXEC)
-            try:
-                self.ctl.sendmsg(
-                    [b"P" + struct.pack("i", self.leader)],
-                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [gone_r]))],
-                )
-            except OSError:
-                pass  # the executor gave up on it: the tree runs until it ends or is killed
-            finally:
-                os.close(gone_r)
+            # If the executor gave up on it, the tree runs until it ends or is killed.
+            with contextlib.suppress(OSError):
+                self.ctl.send(b"P" + struct.pack("i", self.leader))
             # Only now (the start is done, its CPU spent), and only if too
             # few are idle or getting ready: the supervisor forks another.
             # Otherwise no process but the command's and the executor's wakes.
@@ -569,22 +567,7 @@ class _Shim:
         argv, env = request["argv"], request["env"]
         if request.get("pty"):
             return self._fork_exec(argv, env, pty=True)
-        # Popen's vfork and exec: unlike glibc's posix_spawn (up to 2.36 at
-        # least), which sets the C library's own signals (32 and 33) to
-        # SIG_IGN in the child whatever the parent has, and SIG_IGN outlives
-        # exec. Handlers are reset by exec; SIGPIPE and SIGXFSZ by
-        # restore_signals; nothing else is ignored here (see `main`).
-        child = subprocess.Popen(
-            argv,
-            stdin=self.io[0],
-            stdout=self.io[1],
-            stderr=self.io[2],
-            env=env,
-            start_new_session=True,
-        )
-        # Reaped by `_reap` (any child), not by Popen, which would warn.
-        child.returncode = 0
-        return child.pid
+        return _vfork_exec(argv, env, self.io)
 
     def _fork_exec(self, argv: list[str], env: dict[str, str], *, pty: bool) -> int:
         # A pty must become the controlling terminal after setsid, which
@@ -955,6 +938,92 @@ def _rmdir(folder: str) -> None:
             return
         except OSError:
             time.sleep(0.001)
+
+
+# Whether `_posixsubprocess.fork_exec` takes the arguments `_vfork_exec` gives
+# it (those of Python 3.11's `subprocess`); else Popen starts the commands.
+_fork_exec_fits = True
+
+
+def _vfork_exec(argv: list[str], env: dict[str, str], io: list[int]) -> int:
+    """Start `argv` with `io` as its stdin, stdout and stderr, in a session of its own; its pid.
+
+    What `subprocess.Popen` does (vfork, then exec; SIGPIPE and SIGXFSZ
+    reset; every other descriptor closed; exec's failure reported on a
+    pipe), called straight: Popen's own bookkeeping adds a third to it.
+    Not glibc's posix_spawn (up to 2.36 at least), which sets the C
+    library's own signals (32 and 33) to SIG_IGN in the child whatever the
+    parent has, and SIG_IGN outlives exec. Handlers are reset by exec;
+    nothing else is ignored here (see `main`).
+
+    Raises:
+        OSError: The program could not be started.
+
+    """
+    global _fork_exec_fits
+    program = os.fsencode(argv[0])
+    if os.path.dirname(program):
+        executables: tuple[bytes, ...] = (program,)
+    else:
+        # The child's PATH decides where the program is found, as for Popen.
+        executables = tuple(
+            os.path.join(os.fsencode(folder), program) for folder in os.get_exec_path(env)
+        )
+    env_list = []
+    for key, value in env.items():
+        name = os.fsencode(key)
+        if b"=" in name:
+            raise OSError(errno.EINVAL, f"illegal environment variable name: {key!r}")
+        env_list.append(name + b"=" + os.fsencode(value))
+    if not _fork_exec_fits:
+        return _popen(argv, env, io)
+    errpipe_read, errpipe_write = os.pipe2(os.O_CLOEXEC)
+    try:
+        try:
+            # In the order of Python 3.11's subprocess: args, executables,
+            # close_fds, pass_fds, cwd, env, the pipes (p2cread, p2cwrite,
+            # c2pread, c2pwrite, errread, errwrite, errpipe_read,
+            # errpipe_write), restore_signals, call_setsid, pgid_to_set,
+            # gid, extra_groups, uid, child_umask, preexec_fn, allow_vfork.
+            # (The stubs do not let cwd and preexec_fn be None; they may.)
+            pid = _posixsubprocess.fork_exec(
+                argv, executables, True, (errpipe_write,), None,  # type: ignore[arg-type]
+                env_list, io[0], -1, -1, io[1], -1, io[2], errpipe_read, errpipe_write,
+                True, True, -1, None, None, None, -1, None, True,  # type: ignore[arg-type]
+            )  # fmt: skip
+        finally:
+            os.close(errpipe_write)
+        # Vfork: the child has exec'd or failed by now; EOF is its exec.
+        report = os.read(errpipe_read, 50000)
+    except TypeError:
+        # Another Python's fork_exec (the child was not forked): Popen's way.
+        _fork_exec_fits = False
+        return _popen(argv, env, io)
+    finally:
+        os.close(errpipe_read)
+    if not report:
+        return pid
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+    _, _, rest = report.partition(b":")
+    code_text, _, detail = rest.partition(b":")
+    try:
+        code = int(code_text, 16)
+    except ValueError:
+        code = errno.ENOEXEC
+    if detail.startswith(b"noexec"):
+        # Before the exec (a dup2, say): no program to name.
+        raise OSError(code, os.strerror(code))
+    raise OSError(code, os.strerror(code), argv[0])
+
+
+def _popen(argv: list[str], env: dict[str, str], io: list[int]) -> int:
+    child = subprocess.Popen(
+        argv, stdin=io[0], stdout=io[1], stderr=io[2], env=env, start_new_session=True
+    )
+    # Reaped by `_reap` (any child), not by Popen, which would warn.
+    child.returncode = 0
+    return child.pid
 
 
 def _readable_within(fds: list[int], timeout: float | None) -> list[int]:

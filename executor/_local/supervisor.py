@@ -221,12 +221,62 @@ def _descendants_by_scan(root: int) -> list[int]:
     return found
 
 
+class _Shared:
+    """A shim's own cgroup v2 folder, where v2 has no controller for us: every command's there.
+
+    Such a cgroup holds no limit, no charge and no count, only its processes
+    (and `cgroup.kill`), so one per shim does for all its commands, which
+    then cost no mkdir, migration or rmdir there. The shim stays in it from
+    command to command, and leaves it only for a kill, which would end it
+    too (see `_Cgroups.leave`); it is removed when the shim exits.
+    """
+
+    def __init__(self, base: str, name: str, home: str) -> None:
+        self.path = os.path.join(base, name)
+        self.home = home
+        self.inside = False
+        self.made = False
+
+    def join(self) -> None:
+        if not self.made:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(self.path)
+            self.made = True
+        if not self.inside:
+            _write(os.path.join(self.path, "cgroup.procs"), "0")
+            self.inside = True
+
+    def leave(self) -> None:
+        if self.inside:
+            with contextlib.suppress(OSError):
+                _write(os.path.join(self.home, "cgroup.procs"), "0")
+            self.inside = False
+
+    def remove(self) -> None:
+        self.leave()
+        if self.made:
+            _rmdir(self.path)
+            self.made = False
+
+
+def _shared(config: dict[str, Any], name: str) -> _Shared | None:
+    """The shim's `_Shared` v2 folder, where the commands' v2 cgroups carry no controller."""
+    base = config.get("v2")
+    if not base or config.get("v2_controllers"):
+        return None
+    return _Shared(base, name, config.get("home", {}).get("v2", os.path.dirname(base)))
+
+
 class _Cgroups:
     """The command's cgroup folders (v2, and v1 `memory`/`pids` on a hybrid host), or none."""
 
-    def __init__(self, config: dict[str, Any], name: str) -> None:
+    def __init__(self, config: dict[str, Any], name: str, shared: _Shared | None = None) -> None:
         self.v2: str | None = None
         self.folders: list[str] = []
+        # The hierarchies (`v2`, `memory`, `pids`) of the command's own
+        # folders, which the shim joins and leaves; the shared one is apart.
+        self.hierarchies: list[str] = []
+        self.shared = shared
         self.memory: str | None = None
         self.memory_fd = -1
         self.home: dict[str, str] = config.get("home", {})
@@ -239,10 +289,13 @@ class _Cgroups:
         base = config.get("v2")
         memory, pids = limits.get("memory"), limits.get("pids")
         self.memory_limited = memory is not None
-        if base:
+        if base and shared is not None:
+            self.v2 = shared.path
+        elif base:
             self.v2 = os.path.join(base, name)
             os.mkdir(self.v2)
             self.folders.append(self.v2)
+            self.hierarchies.append("v2")
             v2_controllers = config.get("v2_controllers", ())
             if memory is not None and "memory" in v2_controllers:
                 _write(os.path.join(self.v2, "memory.max"), str(memory))
@@ -259,6 +312,7 @@ class _Cgroups:
             folder = os.path.join(v1["memory"], name)
             os.mkdir(folder)
             self.folders.append(folder)
+            self.hierarchies.append("memory")
             if memory is not None:
                 _write(os.path.join(folder, "memory.limit_in_bytes"), str(memory))
                 # With swap accounting, the limit holds for memory and swap together.
@@ -273,6 +327,7 @@ class _Cgroups:
             folder = os.path.join(v1["pids"], name)
             os.mkdir(folder)
             self.folders.append(folder)
+            self.hierarchies.append("pids")
             self.pids_max = os.path.join(folder, "pids.max")
             _write(self.pids_max, str(pids + 1))
         # Opened now, off the command's path: the leader's status report,
@@ -282,18 +337,28 @@ class _Cgroups:
                 self.memory_fd = os.open(self.memory, os.O_RDONLY | os.O_CLOEXEC)
 
     def join(self) -> None:
+        if self.shared is not None:
+            self.shared.join()
         self.inside = True
         for folder in self.folders:
             _write(os.path.join(folder, "cgroup.procs"), "0")
 
-    def leave(self) -> None:
-        """Back to the supervisor's cgroups; the command alone is in its own, and counted."""
+    def leave(self, *, for_kill: bool = True) -> None:
+        """Back to the supervisor's cgroups; the command alone is in its own, and counted.
+
+        Only for a kill (`for_kill`) does the shim leave its shared v2 folder
+        too, which holds no count: `cgroup.kill` there would end the shim.
+        """
+        if for_kill and self.shared is not None:
+            self.shared.leave()
         if not self.inside:
             return
         self.inside = False
-        for folder in self.home.values():
-            with contextlib.suppress(OSError):
-                _write(os.path.join(folder, "cgroup.procs"), "0")
+        # Only where the shim is: a write to cgroup.procs costs a migration
+        # (the kernel's lock for it, global) even to the cgroup one is in.
+        for hierarchy in self.hierarchies:
+            with contextlib.suppress(OSError, KeyError):
+                _write(os.path.join(self.home[hierarchy], "cgroup.procs"), "0")
         if self.pids_max is not None:
             with contextlib.suppress(OSError):
                 _write(self.pids_max, str(self.pids))
@@ -369,6 +434,7 @@ class _Shim:
         self.me = os.getpid()
         self.wake = _Wake()
         self.cgroups: _Cgroups | None = None
+        self.shared = _shared(config, f"s{self.me}")
         self.failure: OSError | None = None
         self.serial = 0
         # The command being served.
@@ -430,7 +496,7 @@ class _Shim:
         self.serial += 1
         cgroups = None
         try:
-            cgroups = _Cgroups(self.config, f"c{self.me}-{self.serial}")
+            cgroups = _Cgroups(self.config, f"c{self.me}-{self.serial}", self.shared)
             cgroups.join()
         except OSError as error:
             self.failure = error
@@ -445,6 +511,8 @@ class _Shim:
             self.cgroups.leave()
             self.cgroups.remove()
             self.cgroups = None
+        if self.shared is not None:
+            self.shared.remove()
 
     def _next_request(self) -> tuple[bytes | None, list[int]]:
         """The next command's request and its descriptors; None when the shim is to exit.
@@ -539,7 +607,7 @@ class _Shim:
                 # when the leader has exited or a kill comes (`_leave`): a
                 # cgroup migration can wait for an RCU grace period (ms on a
                 # busy host), which would hold up a short command's report.
-                self.cgroups.leave()
+                self.cgroups.leave(for_kill=False)
             self._loop()
         finally:
             # The tree is gone: the executor's `gone` descriptor turns readable.
@@ -639,7 +707,8 @@ class _Shim:
                 if self.ctl is not None:
                     with contextlib.suppress(OSError):
                         self.ctl.send(b"S" + struct.pack("=iq?", status, peak, self.timed_out))
-                self._leave()
+                if self.cgroups is not None:
+                    self.cgroups.leave(for_kill=False)
 
     def _leave(self) -> None:
         """Out of the command's cgroups: then their kill spares the shim, and it is not counted."""

@@ -501,6 +501,8 @@ class Supervisor:
         self._finalizer: weakref.finalize[Any, Supervisor] | None = None
         # Set by `aclose`: no supervisor is started again after it.
         self._closed = False
+        # The last environment `_encode` encoded, and its entries.
+        self._env: tuple[dict[str, str], list[bytes]] | None = None
 
     @property
     def cgroups(self) -> dict[str, Any] | None:
@@ -650,10 +652,14 @@ class Supervisor:
             ExecutorError: The supervisor could not be started, or ended.
 
         """
+        arguments = list(argv)
         request = marshal.dumps(
             {
-                "argv": list(argv),
-                "env": {**env, TREE_VARIABLE: tag},
+                "argv": arguments,
+                # Encoded here, where it is done once for every command (see
+                # `_encode`); the program's places too, from the command's PATH.
+                "env": [*self._encode(env), os.fsencode(f"{TREE_VARIABLE}={tag}")],
+                "executables": _executables(arguments[0], env.get("PATH")) if arguments else (),
                 "cwd": cwd,
                 "pty": pty,
                 "timeout": timeout,
@@ -721,6 +727,30 @@ class Supervisor:
             if attempt or not _readable(self._pidfd):
                 raise ExecutorError("the supervisor ended while starting a command")
         raise AssertionError("unreachable")
+
+    def _encode(self, env: Mapping[str, str]) -> list[bytes]:
+        """`env` (but `TREE_VARIABLE`) as `NAME=value` entries for exec, the last one kept.
+
+        An executor's commands mostly share one environment, which is then
+        compared, not encoded again.
+
+        Raises:
+            OSError: A name cannot be in an environment.
+
+        """
+        cached = self._env
+        if cached is not None and cached[0] == env:
+            return cached[1]
+        entries = []
+        for name, value in env.items():
+            if name == TREE_VARIABLE:
+                continue
+            key = os.fsencode(name)
+            if not key or b"=" in key:
+                raise OSError(errno.EINVAL, f"illegal environment variable name: {name!r}")
+            entries.append(key + b"=" + os.fsencode(value))
+        self._env = (dict(env), entries)
+        return entries
 
     async def aclose(self, grace: float) -> None:
         """End every command's tree (SIGTERM, `grace`, SIGKILL), then the supervisor."""
@@ -806,6 +836,16 @@ def _drop_all() -> None:
         if detached is not None:
             _, function, args, kwargs = detached
             function(*args, **kwargs, wait=_EXIT_WAIT)
+
+
+@functools.lru_cache(maxsize=64)
+def _executables(program: str, path: str | None) -> tuple[bytes, ...]:
+    """Where a command's program is looked for, in order: as `subprocess` does, by its PATH."""
+    name = os.fsencode(program)
+    if os.path.dirname(name):
+        return (name,)
+    folders = os.get_exec_path({} if path is None else {"PATH": path})
+    return tuple(os.path.join(os.fsencode(folder), name) for folder in folders)
 
 
 def _readable(fd: int | None) -> bool:

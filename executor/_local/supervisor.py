@@ -556,7 +556,10 @@ class _Shim:
 
     def _serve(self, request: dict[str, Any], fds: list[int]) -> None:
         """Start the request's command and stay its subreaper until its whole tree is gone."""
-        self.ctl = socket.socket(fileno=os.dup(fds[3]))
+        # The control socket's descriptor, taken over (its kind given: no
+        # getsockopt to find it out).
+        self.ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fds[3])
+        fds[3] = -1
         # The executor's `gone` pipe: held until the tree is gone (or the shim dies).
         self.gone, fds[4] = fds[4], -1
         self.io = fds[:3]
@@ -583,19 +586,23 @@ class _Shim:
                 self._fail(error, "exec")
                 return
             finally:
-                # Not to pin the command's folder (a mount, say) while idle.
-                with contextlib.suppress(OSError):
-                    os.chdir("/")
+                if self.leader == 0:
+                    # Not to pin the command's folder (a mount, say) while idle.
+                    with contextlib.suppress(OSError):
+                        os.chdir("/")
             timeout = request.get("timeout")
             if timeout is not None:
                 self.term_at = time.monotonic() + timeout
                 self.grace = float(request.get("grace") or 0.0)
+            # The executor waits for this: the rest of the start comes after.
+            # If it gave up on it, the tree runs until it ends or is killed.
+            with contextlib.suppress(OSError):
+                self.ctl.send(b"P" + struct.pack("i", self.leader))
+            with contextlib.suppress(OSError):
+                os.chdir("/")
             for fd in fds[:3]:
                 os.close(fd)
             fds[:3] = [-1, -1, -1]
-            # If the executor gave up on it, the tree runs until it ends or is killed.
-            with contextlib.suppress(OSError):
-                self.ctl.send(b"P" + struct.pack("i", self.leader))
             # Only now (the start is done, its CPU spent), and only if too
             # few are idle or getting ready: the supervisor forks another.
             # Otherwise no process but the command's and the executor's wakes.
@@ -634,10 +641,10 @@ class _Shim:
     def _spawn(self, request: dict[str, Any]) -> int:
         argv, env = request["argv"], request["env"]
         if request.get("pty"):
-            return self._fork_exec(argv, env, pty=True)
-        return _vfork_exec(argv, env, self.io)
+            return self._fork_exec(argv, _env_dict(env), pty=True)
+        return _vfork_exec(argv, request["executables"], env, self.io)
 
-    def _fork_exec(self, argv: list[str], env: dict[str, str], *, pty: bool) -> int:
+    def _fork_exec(self, argv: list[str], env: dict[bytes, bytes], *, pty: bool) -> int:
         # A pty must become the controlling terminal after setsid, which
         # neither posix_spawn nor Popen can do: fork, reset every ignored
         # disposition and the mask, and report exec's failure on a pipe.
@@ -1014,8 +1021,18 @@ def _rmdir(folder: str) -> None:
 _fork_exec_fits = True
 
 
-def _vfork_exec(argv: list[str], env: dict[str, str], io: list[int]) -> int:
+def _env_dict(env: list[bytes]) -> dict[bytes, bytes]:
+    """An environment as `NAME=value` entries (the request's), as a mapping."""
+    pairs = (entry.partition(b"=") for entry in env)
+    return {name: value for name, _, value in pairs}
+
+
+def _vfork_exec(argv: list[str], executables: list[bytes], env: list[bytes], io: list[int]) -> int:
     """Start `argv` with `io` as its stdin, stdout and stderr, in a session of its own; its pid.
+
+    `executables` are where to look for the program, in order (the
+    executor's `executables`), and `env` its environment as `NAME=value`
+    entries, encoded by the executor, which does it once for every command.
 
     What `subprocess.Popen` does (vfork, then exec; SIGPIPE and SIGXFSZ
     reset; every other descriptor closed; exec's failure reported on a
@@ -1030,20 +1047,6 @@ def _vfork_exec(argv: list[str], env: dict[str, str], io: list[int]) -> int:
 
     """
     global _fork_exec_fits
-    program = os.fsencode(argv[0])
-    if os.path.dirname(program):
-        executables: tuple[bytes, ...] = (program,)
-    else:
-        # The child's PATH decides where the program is found, as for Popen.
-        executables = tuple(
-            os.path.join(os.fsencode(folder), program) for folder in os.get_exec_path(env)
-        )
-    env_list = []
-    for key, value in env.items():
-        name = os.fsencode(key)
-        if b"=" in name:
-            raise OSError(errno.EINVAL, f"illegal environment variable name: {key!r}")
-        env_list.append(name + b"=" + os.fsencode(value))
     if not _fork_exec_fits:
         return _popen(argv, env, io)
     errpipe_read, errpipe_write = os.pipe2(os.O_CLOEXEC)
@@ -1057,7 +1060,7 @@ def _vfork_exec(argv: list[str], env: dict[str, str], io: list[int]) -> int:
             # (The stubs do not let cwd and preexec_fn be None; they may.)
             pid = _posixsubprocess.fork_exec(
                 argv, executables, True, (errpipe_write,), None,  # type: ignore[arg-type]
-                env_list, io[0], -1, -1, io[1], -1, io[2], errpipe_read, errpipe_write,
+                env, io[0], -1, -1, io[1], -1, io[2], errpipe_read, errpipe_write,
                 True, True, -1, None, None, None, -1, None, True,  # type: ignore[arg-type]
             )  # fmt: skip
         finally:
@@ -1086,9 +1089,9 @@ def _vfork_exec(argv: list[str], env: dict[str, str], io: list[int]) -> int:
     raise OSError(code, os.strerror(code), argv[0])
 
 
-def _popen(argv: list[str], env: dict[str, str], io: list[int]) -> int:
+def _popen(argv: list[str], env: list[bytes], io: list[int]) -> int:
     child = subprocess.Popen(
-        argv, stdin=io[0], stdout=io[1], stderr=io[2], env=env, start_new_session=True
+        argv, stdin=io[0], stdout=io[1], stderr=io[2], env=_env_dict(env), start_new_session=True
     )
     # Reaped by `_reap` (any child), not by Popen, which would warn.
     child.returncode = 0

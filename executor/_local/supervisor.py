@@ -625,6 +625,13 @@ class _Shim:
             self.ctl = None
             if self.leader and self.cgroups is not None:
                 cgroups, self.cgroups = self.cgroups, None
+                # The next command's cgroups, joined from this one's if the
+                # shim is still in them: one migration, not two.
+                self._prepare()
+                if self.cgroups is None:
+                    cgroups.leave(for_kill=False)
+                else:
+                    cgroups.inside = False  # the join took the shim out
                 cgroups.remove()
 
     def _fail(self, error: OSError, where: str) -> None:
@@ -699,13 +706,21 @@ class _Shim:
                 pass
 
     def _reap(self) -> bool:
-        """Reap what has exited; report the leader's end. False once the shim has no child."""
+        """Reap what has exited; report the leader's end. False once the shim has no child.
+
+        Once the leader has exited, the shim leaves the command's cgroups if
+        some of the tree runs on; if none does (the common case), it goes
+        from them straight into the next command's (see `_serve`).
+        """
+        reported = False
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return False
             if pid == 0:
+                if reported and self.cgroups is not None:
+                    self.cgroups.leave(for_kill=False)
                 return True
             if pid == self.leader and self.status is None:
                 self.status = status
@@ -714,8 +729,7 @@ class _Shim:
                 if self.ctl is not None:
                     with contextlib.suppress(OSError):
                         self.ctl.send(b"S" + struct.pack("=iq?", status, peak, self.timed_out))
-                if self.cgroups is not None:
-                    self.cgroups.leave(for_kill=False)
+                reported = True
 
     def _leave(self) -> None:
         """Out of the command's cgroups: then their kill spares the shim, and it is not counted."""

@@ -611,9 +611,11 @@ class _Shim:
             if self.cgroups is not None and self.cgroups.memory_limited:
                 # Under a memory limit the OOM killer may pick any process of
                 # the cgroup: the shim leaves it at once. Otherwise it leaves
-                # when the leader has exited or a kill comes (`_leave`): a
-                # cgroup migration can wait for an RCU grace period (ms on a
-                # busy host), which would hold up a short command's report.
+                # after the leader's report (for the next command's cgroups
+                # once the tree is gone, see `_reap`) or when a kill comes
+                # (`_leave`): a cgroup migration can wait for an RCU grace
+                # period (ms on a busy host), which would hold up a short
+                # command's report.
                 self.cgroups.leave(for_kill=False)
             self._loop()
         finally:

@@ -723,3 +723,20 @@ async def test_each_command_starts_with_its_own_environment(tmp_path: Path) -> N
     tags = [[line for line in lines if line.startswith(f"{TREE_VARIABLE}=")] for lines in seen]
     assert all(len(found) == 1 and "forged" not in found[0] for found in tags)
     assert len({found[0] for found in tags}) == len(tags)
+
+
+async def test_a_program_is_found_on_the_commands_own_path(tmp_path: Path) -> None:
+    """A bare program name is looked for along the command's PATH, not the executor's."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    script = tools / "say-found"
+    script.write_text("#!/bin/sh\necho found\n")
+    script.chmod(0o755)
+    async with LocalExecutor(tmp_path) as ex:
+        found = await ex.exec_cmd(
+            Command.exec(["say-found"]).with_env({"PATH": f"/nowhere:{tools}:/bin"})
+        )
+        with pytest.raises(CommandError) as caught:
+            await ex.exec_cmd(Command.exec(["say-found"]))
+    assert found.stdout == b"found\n"
+    assert caught.value.output.exit_code == 127

@@ -81,7 +81,8 @@ _TIOCSCTTY = 0x540E
 _DEFAULTS = tuple(
     number for number in signal.valid_signals() if number not in (signal.SIGKILL, signal.SIGSTOP)
 )
-_MAX_FDS = 5
+# stdin, stdout, stderr, the control socket, the `gone` pipe, the folder to start in.
+_MAX_FDS = 6
 # How long a supervisor that is ending waits for a shim to obey SIGTERM.
 _SHIM_TERM_WAIT = 1.0
 # The largest request (a marshalled argv and environment) a shim takes.
@@ -531,14 +532,17 @@ class _Shim:
                     return None, []
                 # Into a buffer kept from one request to the next: a new 1 MiB
                 # bytes object each time costs an mmap, page faults and munmap.
-                size, ancillary, _, _ = self.requests.recvmsg_into(
+                size, ancillary, flags, _ = self.requests.recvmsg_into(
                     [self.buffer], socket.CMSG_LEN(_MAX_FDS * 4), socket.MSG_CMSG_CLOEXEC
                 )
                 message = bytes(memoryview(self.buffer)[:size])
+                # Descriptors cut off (more than `_MAX_FDS`): not a request to
+                # serve without them (the executor is told by its socket's end).
+                truncated = bool(flags & socket.MSG_CTRUNC)
             except _Stop:
                 return None, []
             except OSError:
-                message, ancillary = b"", []
+                message, ancillary, truncated = b"", [], False
             finally:
                 self.wake.idle = False
             fds = array.array("i")
@@ -549,7 +553,7 @@ class _Shim:
                 for fd in fds:
                     os.close(fd)
                 return None, []  # retired, or the executor closed its end
-            if message[:1] == b"R" and len(fds) >= 5:
+            if message[:1] == b"R" and len(fds) >= 5 and not truncated:
                 return message, list(fds)
             for fd in fds:
                 os.close(fd)

@@ -116,3 +116,36 @@ def test_a_limit_that_cannot_be_enforced_is_refused(tmp_path: Path) -> None:
 def test_probe_reports_the_cgroups() -> None:
     """Sandbox.probe()'s report says what an unsandboxed command's cgroup gives here."""
     assert cgroup.probe().describe() in str(Sandbox.probe())
+
+
+async def test_each_command_has_its_cgroups_before_and_after_a_kill(tmp_path: Path) -> None:
+    """Every command runs in the executor's cgroups, a memory one of its own, a kill or not.
+
+    Where cgroup v2 has no controller for us, a shim keeps one v2 folder
+    for all its commands and leaves it only for a kill: the commands that
+    follow a kill are in it again.
+    """
+    require("memory")
+    show = Command.exec(["cat", "/proc/self/cgroup"])
+    async with LocalExecutor(tmp_path, kill_grace=0.1) as ex:
+        supervisor = ex._supervisor
+        assert supervisor is not None
+        config = supervisor.cgroups
+        assert config is not None
+        name = os.path.basename(config["v1"].get("memory") or config["v2"])
+        seen = [(await ex.exec_cmd(show)).stdout.decode()]
+        for _ in range(3):
+            with anyio.fail_after(15), pytest.raises(CommandError):
+                await ex.exec_cmd(Command.shell("sleep 30").with_timeout(0.2))
+            seen.append((await ex.exec_cmd(show)).stdout.decode())
+    memory = []
+    for text in seen:
+        lines = dict(line.split(":", 2)[1:] for line in text.splitlines())
+        if config.get("v2"):
+            assert name in lines[""], text
+        if "memory" in config["v1"]:
+            assert name in lines["memory"], text
+            memory.append(lines["memory"])
+        else:
+            memory.append(lines[""])
+    assert len(set(memory)) == len(memory), "a memory cgroup served two commands"

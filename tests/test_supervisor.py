@@ -29,7 +29,7 @@ import pytest
 from conftest import alive
 
 from executor import Chunk, Command, CommandError, LocalExecutor, Text, TimedOut
-from executor._core.proc import proc_stat
+from executor._core.proc import TREE_VARIABLE, proc_stat
 
 pytestmark = pytest.mark.anyio
 
@@ -702,3 +702,41 @@ async def test_a_start_racing_the_close_does_not_start_a_supervisor_again(tmp_pa
             ["sleep", "30"], cwd=str(tmp_path), env=dict(os.environ), tag="t", stdin=False
         )
     assert {child.pid for child in psutil.Process().children()} <= before
+
+
+async def test_each_command_starts_with_its_own_environment(tmp_path: Path) -> None:
+    """A command's environment is its own, whatever the one before had; its tree's tag once.
+
+    The executor encodes an environment once and keeps it for the commands
+    that share it: one that differs is encoded again, and the tag (which
+    differs for every command) is never taken from the environment given.
+    """
+    show = Command.exec(["env"])
+    async with LocalExecutor(tmp_path) as ex:
+        seen = []
+        for value in ("one", "two", "two", "one"):
+            command = show.with_env({"EXECUTOR_TEST_VALUE": value, TREE_VARIABLE: "forged"})
+            seen.append((await ex.exec_cmd(command)).stdout.decode().splitlines())
+    assert [
+        [line for line in lines if line.startswith("EXECUTOR_TEST_VALUE=")] for lines in seen
+    ] == [[f"EXECUTOR_TEST_VALUE={value}"] for value in ("one", "two", "two", "one")]
+    tags = [[line for line in lines if line.startswith(f"{TREE_VARIABLE}=")] for lines in seen]
+    assert all(len(found) == 1 and "forged" not in found[0] for found in tags)
+    assert len({found[0] for found in tags}) == len(tags)
+
+
+async def test_a_program_is_found_on_the_commands_own_path(tmp_path: Path) -> None:
+    """A bare program name is looked for along the command's PATH, not the executor's."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    script = tools / "say-found"
+    script.write_text("#!/bin/sh\necho found\n")
+    script.chmod(0o755)
+    async with LocalExecutor(tmp_path) as ex:
+        found = await ex.exec_cmd(
+            Command.exec(["say-found"]).with_env({"PATH": f"/nowhere:{tools}:/bin"})
+        )
+        with pytest.raises(CommandError) as caught:
+            await ex.exec_cmd(Command.exec(["say-found"]))
+    assert found.stdout == b"found\n"
+    assert caught.value.output.exit_code == 127

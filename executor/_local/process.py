@@ -254,6 +254,8 @@ class _Ends:
     stderr: int
     stdin: int | None
     child: tuple[int, int, int]
+    # Whether `prepare` has set our ends up.
+    prepared: bool = False
 
     @classmethod
     def make(cls, *, stdin: bool, pty: bool, ptmx: int | None = None) -> _Ends:
@@ -297,6 +299,18 @@ class _Ends:
             os.close(fd)
         self.ours = []
 
+    def prepare(self, *, pty: bool) -> None:
+        """Set our ends up for reading (non-blocking; larger pipes for root), once."""
+        if self.prepared:
+            return
+        self.prepared = True
+        for fd in self.ours:
+            os.set_blocking(fd, False)
+        if _enlarge_pipes and not pty:
+            for fd in (self.stdout, self.stderr):
+                with contextlib.suppress(OSError):
+                    fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
+
     def started(
         self,
         process: subprocess.Popen[bytes] | Served | Supervised,
@@ -307,12 +321,7 @@ class _Ends:
         pty: bool,
     ) -> Spawned:
         """Our ends as a `Spawned`, set up for reading."""
-        for fd in self.ours:
-            os.set_blocking(fd, False)
-        if _enlarge_pipes and not pty:
-            for fd in (self.stdout, self.stderr):
-                with contextlib.suppress(OSError):
-                    fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
+        self.prepare(pty=pty)
         return Spawned(
             process=process,
             pidfd=pidfd,
@@ -505,6 +514,8 @@ class Supervisor:
         self._finalizer: weakref.finalize[Any, Supervisor] | None = None
         # Set by `aclose`: no supervisor is started again after it.
         self._closed = False
+        # The last environment `_encode` encoded, and its entries.
+        self._env: tuple[dict[str, str], list[bytes]] | None = None
 
     @property
     def cgroups(self) -> dict[str, Any] | None:
@@ -654,10 +665,14 @@ class Supervisor:
             ExecutorError: The supervisor could not be started, or ended.
 
         """
+        arguments = list(argv)
         request = marshal.dumps(
             {
-                "argv": list(argv),
-                "env": {**env, TREE_VARIABLE: tag},
+                "argv": arguments,
+                # Encoded here, where it is done once for every command (see
+                # `_encode`); the program's places too, from the command's PATH.
+                "env": [*self._encode(env), os.fsencode(f"{TREE_VARIABLE}={tag}")],
+                "executables": _executables(arguments[0], env.get("PATH")) if arguments else (),
                 "cwd": cwd,
                 "pty": pty,
                 "timeout": timeout,
@@ -669,7 +684,10 @@ class Supervisor:
             supervisor = self._start()
             ends = _Ends.make(stdin=stdin, pty=pty)
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            fds = [*ends.child, theirs.fileno(), *([] if cwd_fd is None else [cwd_fd])]
+            # The tree's `gone` pipe: the shim holds the write end until the
+            # tree is gone, so it closes then (or when the shim dies).
+            gone, gone_w = os.pipe2(os.O_CLOEXEC)
+            fds = [*ends.child, theirs.fileno(), gone_w, *([] if cwd_fd is None else [cwd_fd])]
             try:
                 supervisor.sendmsg(
                     [b"R" + request],
@@ -678,12 +696,16 @@ class Supervisor:
             except OSError as error:
                 ends.abandon()
                 ours.close()
+                os.close(gone)
                 if attempt or not _readable(self._pidfd):
                     raise ExecutorError(f"cannot reach the supervisor: {error}") from error
                 continue
             finally:
                 ends.close_theirs()
                 theirs.close()
+                os.close(gone_w)
+            # While the shim starts the command: our ends made ready for reading.
+            ends.prepare(pty=pty)
             try:
                 reply, received = await _receive(ours)
             except BaseException:
@@ -693,23 +715,23 @@ class Supervisor:
                     anyio.CancelScope(shield=True),
                     anyio.move_on_after(kill_grace + 2 * _KILL_WAIT),
                 ):
-                    await _abandon_start(ours, kill_grace)
+                    await _abandon_start(ours, gone, kill_grace)
                 ends.abandon()
                 ours.close()
+                os.close(gone)
                 raise
-            if reply[:1] == b"P" and len(reply) >= 5 and received:
-                for fd in received[1:]:
-                    os.close(fd)
+            for fd in received:
+                os.close(fd)
+            if reply[:1] == b"P" and len(reply) >= 5:
                 pid = struct.unpack("i", reply[1:5])[0]
                 control = ours.detach()
-                spawned = ends.started(Supervised(pid), received[0], tag, started, pty=pty)
+                spawned = ends.started(Supervised(pid), gone, tag, started, pty=pty)
                 spawned.status = control
                 spawned.signaller = functools.partial(_signal_supervised, spawned)
                 return spawned
             ends.abandon()
             ours.close()
-            for fd in received:
-                os.close(fd)
+            os.close(gone)
             if reply[:1] == b"E":
                 report = marshal.loads(reply[1:])
                 code = int(report["errno"])
@@ -718,6 +740,30 @@ class Supervisor:
             if attempt or not _readable(self._pidfd):
                 raise ExecutorError("the supervisor ended while starting a command")
         raise AssertionError("unreachable")
+
+    def _encode(self, env: Mapping[str, str]) -> list[bytes]:
+        """`env` (but `TREE_VARIABLE`) as `NAME=value` entries for exec, the last one kept.
+
+        An executor's commands mostly share one environment, which is then
+        compared, not encoded again.
+
+        Raises:
+            OSError: A name cannot be in an environment.
+
+        """
+        cached = self._env
+        if cached is not None and cached[0] == env:
+            return cached[1]
+        entries = []
+        for name, value in env.items():
+            if name == TREE_VARIABLE:
+                continue
+            key = os.fsencode(name)
+            if not key or b"=" in key:
+                raise OSError(errno.EINVAL, f"illegal environment variable name: {name!r}")
+            entries.append(key + b"=" + os.fsencode(value))
+        self._env = (dict(env), entries)
+        return entries
 
     async def aclose(self, grace: float) -> None:
         """End every command's tree (SIGTERM, `grace`, SIGKILL), then the supervisor."""
@@ -805,6 +851,16 @@ def _drop_all() -> None:
             function(*args, **kwargs, wait=_EXIT_WAIT)
 
 
+@functools.lru_cache(maxsize=64)
+def _executables(program: str, path: str | None) -> tuple[bytes, ...]:
+    """Where a command's program is looked for, in order: as `subprocess` does, by its PATH."""
+    name = os.fsencode(program)
+    if os.path.dirname(name):
+        return (name,)
+    folders = os.get_exec_path({} if path is None else {"PATH": path})
+    return tuple(os.path.join(os.fsencode(folder), name) for folder in folders)
+
+
 def _readable(fd: int | None) -> bool:
     """Whether `fd` (a pidfd: its process has exited) is readable now."""
     if fd is None:
@@ -832,20 +888,17 @@ async def _receive(sock: socket.socket) -> tuple[bytes, list[int]]:
         return data, list(fds)
 
 
-async def _abandon_start(control: socket.socket, grace: float) -> None:
+async def _abandon_start(control: socket.socket, gone: int, grace: float) -> None:
     """End what a shim started for a start given up on, as any kill ends a tree; awaited.
 
     The command may have run a while before its start was given up on (a
     cancellation that came as the shim reported it): it gets the grace too.
     """
     reply, received = await _receive(control)
-    try:
-        if reply[:1] == b"P" and received:
-            gone = received[0]
-            await _end_through(lambda: (control.fileno(), gone), grace)
-    finally:
-        for fd in received:
-            os.close(fd)
+    for fd in received:
+        os.close(fd)
+    if reply[:1] == b"P":
+        await _end_through(lambda: (control.fileno(), gone), grace)
 
 
 async def _signal_supervised(spawned: Spawned, signal: int) -> None:

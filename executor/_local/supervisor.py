@@ -13,16 +13,16 @@ process the command starts, and every orphan among them (a double-forked
 daemon, `setsid`, `env -i`, `nohup`, `disown`), has the shim as an ancestor
 until it is reaped: nothing can leave the tree. The shim spawns the command
 (in a session of its own, in its cgroup when there is one),
-tells the executor its pid on the command's control socket with a `gone`
-pipe attached, reports the leader's wait status there when it exits, and
-closes the `gone` pipe once the whole tree is gone (the pipe also closes if
-the shim dies). Then it tidies up (the command's cgroups removed, the next
-command's made and joined) and waits for another request: a start costs no
-fork, no mkdir and no cgroup migration on its way. The supervisor keeps two
-shims idle, forking another only when fewer are, and retires idle ones
-beyond four; the shims say what they do on a shared page (the board), and
-wake the supervisor only when it has something to do. On the control
-socket the executor sends
+tells the executor its pid on the command's control socket, reports the
+leader's wait status there when it exits, and closes the write end of the
+command's `gone` pipe (the executor's, sent with the request) once the
+whole tree is gone (the pipe also closes if the shim dies). Then it tidies
+up (the command's cgroups removed, the next command's made and joined) and
+waits for another request: a start costs no fork, no mkdir and no cgroup
+migration on its way. The supervisor keeps two shims idle, forking another
+only when fewer are, and retires idle ones beyond four; the shims say what
+they do on a shared page (the board), and wake the supervisor only when it
+has something to do. On the control socket the executor sends
 
 - `T` + a grace period in seconds (+ `@` + the executor's `time.monotonic()`
   when it sent it, where the grace counts from): SIGTERM (and SIGCONT) to
@@ -37,15 +37,17 @@ cost that follows the tree, not the host. Either way a kill ends when the shim h
 child left, which is when the tree is empty (every orphan comes to it).
 
 On its own socket the supervisor takes `R` (a command: a marshalled request,
-with stdin, stdout, stderr, the control socket and, optionally, the folder
-to start in attached) and `X` + a grace period in seconds (end everything:
-SIGTERM, the grace, SIGKILL; then exit). When the socket ends (the executor
-closed it, or died) or SIGTERM comes, everything is killed at once. A shim
-whose supervisor dies (its parent-death signal) kills its tree and exits.
+with stdin, stdout, stderr, the control socket, the `gone` pipe's write end
+and, optionally, the folder to start in attached) and `X` + a grace period
+in seconds (end everything: SIGTERM, the grace, SIGKILL; then exit). When
+the socket ends (the executor closed it, or died) or SIGTERM comes,
+everything is killed at once. A shim whose supervisor dies (its
+parent-death signal) kills its tree and exits.
 """
 
 from __future__ import annotations
 
+import _posixsubprocess
 import array
 import contextlib
 import ctypes
@@ -79,7 +81,8 @@ _TIOCSCTTY = 0x540E
 _DEFAULTS = tuple(
     number for number in signal.valid_signals() if number not in (signal.SIGKILL, signal.SIGSTOP)
 )
-_MAX_FDS = 5
+# stdin, stdout, stderr, the control socket, the `gone` pipe, the folder to start in.
+_MAX_FDS = 6
 # How long a supervisor that is ending waits for a shim to obey SIGTERM.
 _SHIM_TERM_WAIT = 1.0
 # The largest request (a marshalled argv and environment) a shim takes.
@@ -219,12 +222,62 @@ def _descendants_by_scan(root: int) -> list[int]:
     return found
 
 
+class _Shared:
+    """A shim's own cgroup v2 folder, where v2 has no controller for us: every command's there.
+
+    Such a cgroup holds no limit, no charge and no count, only its processes
+    (and `cgroup.kill`), so one per shim does for all its commands, which
+    then cost no mkdir, migration or rmdir there. The shim stays in it from
+    command to command, and leaves it only for a kill, which would end it
+    too (see `_Cgroups.leave`); it is removed when the shim exits.
+    """
+
+    def __init__(self, base: str, name: str, home: str) -> None:
+        self.path = os.path.join(base, name)
+        self.home = home
+        self.inside = False
+        self.made = False
+
+    def join(self) -> None:
+        if not self.made:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(self.path)
+            self.made = True
+        if not self.inside:
+            _write(os.path.join(self.path, "cgroup.procs"), "0")
+            self.inside = True
+
+    def leave(self) -> None:
+        if self.inside:
+            with contextlib.suppress(OSError):
+                _write(os.path.join(self.home, "cgroup.procs"), "0")
+            self.inside = False
+
+    def remove(self) -> None:
+        self.leave()
+        if self.made:
+            _rmdir(self.path)
+            self.made = False
+
+
+def _shared(config: dict[str, Any], name: str) -> _Shared | None:
+    """The shim's `_Shared` v2 folder, where the commands' v2 cgroups carry no controller."""
+    base = config.get("v2")
+    if not base or config.get("v2_controllers"):
+        return None
+    return _Shared(base, name, config.get("home", {}).get("v2", os.path.dirname(base)))
+
+
 class _Cgroups:
     """The command's cgroup folders (v2, and v1 `memory`/`pids` on a hybrid host), or none."""
 
-    def __init__(self, config: dict[str, Any], name: str) -> None:
+    def __init__(self, config: dict[str, Any], name: str, shared: _Shared | None = None) -> None:
         self.v2: str | None = None
         self.folders: list[str] = []
+        # The hierarchies (`v2`, `memory`, `pids`) of the command's own
+        # folders, which the shim joins and leaves; the shared one is apart.
+        self.hierarchies: list[str] = []
+        self.shared = shared
         self.memory: str | None = None
         self.memory_fd = -1
         self.home: dict[str, str] = config.get("home", {})
@@ -237,10 +290,13 @@ class _Cgroups:
         base = config.get("v2")
         memory, pids = limits.get("memory"), limits.get("pids")
         self.memory_limited = memory is not None
-        if base:
+        if base and shared is not None:
+            self.v2 = shared.path
+        elif base:
             self.v2 = os.path.join(base, name)
             os.mkdir(self.v2)
             self.folders.append(self.v2)
+            self.hierarchies.append("v2")
             v2_controllers = config.get("v2_controllers", ())
             if memory is not None and "memory" in v2_controllers:
                 _write(os.path.join(self.v2, "memory.max"), str(memory))
@@ -257,6 +313,7 @@ class _Cgroups:
             folder = os.path.join(v1["memory"], name)
             os.mkdir(folder)
             self.folders.append(folder)
+            self.hierarchies.append("memory")
             if memory is not None:
                 _write(os.path.join(folder, "memory.limit_in_bytes"), str(memory))
                 # With swap accounting, the limit holds for memory and swap together.
@@ -271,6 +328,7 @@ class _Cgroups:
             folder = os.path.join(v1["pids"], name)
             os.mkdir(folder)
             self.folders.append(folder)
+            self.hierarchies.append("pids")
             self.pids_max = os.path.join(folder, "pids.max")
             _write(self.pids_max, str(pids + 1))
         # Opened now, off the command's path: the leader's status report,
@@ -280,18 +338,28 @@ class _Cgroups:
                 self.memory_fd = os.open(self.memory, os.O_RDONLY | os.O_CLOEXEC)
 
     def join(self) -> None:
+        if self.shared is not None:
+            self.shared.join()
         self.inside = True
         for folder in self.folders:
             _write(os.path.join(folder, "cgroup.procs"), "0")
 
-    def leave(self) -> None:
-        """Back to the supervisor's cgroups; the command alone is in its own, and counted."""
+    def leave(self, *, for_kill: bool = True) -> None:
+        """Back to the supervisor's cgroups; the command alone is in its own, and counted.
+
+        Only for a kill (`for_kill`) does the shim leave its shared v2 folder
+        too, which holds no count: `cgroup.kill` there would end the shim.
+        """
+        if for_kill and self.shared is not None:
+            self.shared.leave()
         if not self.inside:
             return
         self.inside = False
-        for folder in self.home.values():
-            with contextlib.suppress(OSError):
-                _write(os.path.join(folder, "cgroup.procs"), "0")
+        # Only where the shim is: a write to cgroup.procs costs a migration
+        # (the kernel's lock for it, global) even to the cgroup one is in.
+        for hierarchy in self.hierarchies:
+            with contextlib.suppress(OSError, KeyError):
+                _write(os.path.join(self.home[hierarchy], "cgroup.procs"), "0")
         if self.pids_max is not None:
             with contextlib.suppress(OSError):
                 _write(self.pids_max, str(self.pids))
@@ -367,6 +435,7 @@ class _Shim:
         self.me = os.getpid()
         self.wake = _Wake()
         self.cgroups: _Cgroups | None = None
+        self.shared = _shared(config, f"s{self.me}")
         self.failure: OSError | None = None
         self.serial = 0
         # The command being served.
@@ -404,8 +473,9 @@ class _Shim:
                 self._serve(marshal.loads(message[1:]), fds)
             finally:
                 for fd in fds:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
+                    if fd >= 0:
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
             if self.wake.flags & {signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1}:
                 break
         self._drop_cgroups()
@@ -427,7 +497,7 @@ class _Shim:
         self.serial += 1
         cgroups = None
         try:
-            cgroups = _Cgroups(self.config, f"c{self.me}-{self.serial}")
+            cgroups = _Cgroups(self.config, f"c{self.me}-{self.serial}", self.shared)
             cgroups.join()
         except OSError as error:
             self.failure = error
@@ -442,6 +512,8 @@ class _Shim:
             self.cgroups.leave()
             self.cgroups.remove()
             self.cgroups = None
+        if self.shared is not None:
+            self.shared.remove()
 
     def _next_request(self) -> tuple[bytes | None, list[int]]:
         """The next command's request and its descriptors; None when the shim is to exit.
@@ -460,14 +532,17 @@ class _Shim:
                     return None, []
                 # Into a buffer kept from one request to the next: a new 1 MiB
                 # bytes object each time costs an mmap, page faults and munmap.
-                size, ancillary, _, _ = self.requests.recvmsg_into(
+                size, ancillary, flags, _ = self.requests.recvmsg_into(
                     [self.buffer], socket.CMSG_LEN(_MAX_FDS * 4), socket.MSG_CMSG_CLOEXEC
                 )
                 message = bytes(memoryview(self.buffer)[:size])
+                # Descriptors cut off (more than `_MAX_FDS`): not a request to
+                # serve without them (the executor is told by its socket's end).
+                truncated = bool(flags & socket.MSG_CTRUNC)
             except _Stop:
                 return None, []
             except OSError:
-                message, ancillary = b"", []
+                message, ancillary, truncated = b"", [], False
             finally:
                 self.wake.idle = False
             fds = array.array("i")
@@ -478,14 +553,19 @@ class _Shim:
                 for fd in fds:
                     os.close(fd)
                 return None, []  # retired, or the executor closed its end
-            if message[:1] == b"R" and len(fds) >= 4:
+            if message[:1] == b"R" and len(fds) >= 5 and not truncated:
                 return message, list(fds)
             for fd in fds:
                 os.close(fd)
 
     def _serve(self, request: dict[str, Any], fds: list[int]) -> None:
         """Start the request's command and stay its subreaper until its whole tree is gone."""
-        self.ctl = socket.socket(fileno=os.dup(fds[3]))
+        # The control socket's descriptor, taken over (its kind given: no
+        # getsockopt to find it out).
+        self.ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fds[3])
+        fds[3] = -1
+        # The executor's `gone` pipe: held until the tree is gone (or the shim dies).
+        self.gone, fds[4] = fds[4], -1
         self.io = fds[:3]
         self.status = None
         self.leader = 0
@@ -497,8 +577,8 @@ class _Shim:
                 self._fail(failure, "cgroup")
                 return
             try:
-                if len(fds) > 4:
-                    os.fchdir(fds[4])
+                if len(fds) > 5:
+                    os.fchdir(fds[5])
                 else:
                     os.chdir(request["cwd"])
             except OSError as error:
@@ -510,26 +590,23 @@ class _Shim:
                 self._fail(error, "exec")
                 return
             finally:
-                # Not to pin the command's folder (a mount, say) while idle.
-                with contextlib.suppress(OSError):
-                    os.chdir("/")
+                if self.leader == 0:
+                    # Not to pin the command's folder (a mount, say) while idle.
+                    with contextlib.suppress(OSError):
+                        os.chdir("/")
             timeout = request.get("timeout")
             if timeout is not None:
                 self.term_at = time.monotonic() + timeout
                 self.grace = float(request.get("grace") or 0.0)
+            # The executor waits for this: the rest of the start comes after.
+            # If it gave up on it, the tree runs until it ends or is killed.
+            with contextlib.suppress(OSError):
+                self.ctl.send(b"P" + struct.pack("i", self.leader))
+            with contextlib.suppress(OSError):
+                os.chdir("/")
             for fd in fds[:3]:
                 os.close(fd)
             fds[:3] = [-1, -1, -1]
-            gone_r, self.gone = os.pipe2(os.O_CLOEXEC)
-            try:
-                self.ctl.sendmsg(
-                    [b"P" + struct.pack("i", self.leader)],
-                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [gone_r]))],
-                )
-            except OSError:
-                pass  # the executor gave up on it: the tree runs until it ends or is killed
-            finally:
-                os.close(gone_r)
             # Only now (the start is done, its CPU spent), and only if too
             # few are idle or getting ready: the supervisor forks another.
             # Otherwise no process but the command's and the executor's wakes.
@@ -538,10 +615,12 @@ class _Shim:
             if self.cgroups is not None and self.cgroups.memory_limited:
                 # Under a memory limit the OOM killer may pick any process of
                 # the cgroup: the shim leaves it at once. Otherwise it leaves
-                # when the leader has exited or a kill comes (`_leave`): a
-                # cgroup migration can wait for an RCU grace period (ms on a
-                # busy host), which would hold up a short command's report.
-                self.cgroups.leave()
+                # after the leader's report (for the next command's cgroups
+                # once the tree is gone, see `_reap`) or when a kill comes
+                # (`_leave`): a cgroup migration can wait for an RCU grace
+                # period (ms on a busy host), which would hold up a short
+                # command's report.
+                self.cgroups.leave(for_kill=False)
             self._loop()
         finally:
             # The tree is gone: the executor's `gone` descriptor turns readable.
@@ -552,6 +631,13 @@ class _Shim:
             self.ctl = None
             if self.leader and self.cgroups is not None:
                 cgroups, self.cgroups = self.cgroups, None
+                # The next command's cgroups, joined from this one's if the
+                # shim is still in them: one migration, not two.
+                self._prepare()
+                if self.cgroups is None:
+                    cgroups.leave(for_kill=False)
+                else:
+                    cgroups.inside = False  # the join took the shim out
                 cgroups.remove()
 
     def _fail(self, error: OSError, where: str) -> None:
@@ -568,25 +654,10 @@ class _Shim:
     def _spawn(self, request: dict[str, Any]) -> int:
         argv, env = request["argv"], request["env"]
         if request.get("pty"):
-            return self._fork_exec(argv, env, pty=True)
-        # Popen's vfork and exec: unlike glibc's posix_spawn (up to 2.36 at
-        # least), which sets the C library's own signals (32 and 33) to
-        # SIG_IGN in the child whatever the parent has, and SIG_IGN outlives
-        # exec. Handlers are reset by exec; SIGPIPE and SIGXFSZ by
-        # restore_signals; nothing else is ignored here (see `main`).
-        child = subprocess.Popen(
-            argv,
-            stdin=self.io[0],
-            stdout=self.io[1],
-            stderr=self.io[2],
-            env=env,
-            start_new_session=True,
-        )
-        # Reaped by `_reap` (any child), not by Popen, which would warn.
-        child.returncode = 0
-        return child.pid
+            return self._fork_exec(argv, _env_dict(env), pty=True)
+        return _vfork_exec(argv, request["executables"], env, self.io)
 
-    def _fork_exec(self, argv: list[str], env: dict[str, str], *, pty: bool) -> int:
+    def _fork_exec(self, argv: list[str], env: dict[bytes, bytes], *, pty: bool) -> int:
         # A pty must become the controlling terminal after setsid, which
         # neither posix_spawn nor Popen can do: fork, reset every ignored
         # disposition and the mask, and report exec's failure on a pipe.
@@ -641,13 +712,21 @@ class _Shim:
                 pass
 
     def _reap(self) -> bool:
-        """Reap what has exited; report the leader's end. False once the shim has no child."""
+        """Reap what has exited; report the leader's end. False once the shim has no child.
+
+        Once the leader has exited, the shim leaves the command's cgroups if
+        some of the tree runs on; if none does (the common case), it goes
+        from them straight into the next command's (see `_serve`).
+        """
+        reported = False
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return False
             if pid == 0:
+                if reported and self.cgroups is not None:
+                    self.cgroups.leave(for_kill=False)
                 return True
             if pid == self.leader and self.status is None:
                 self.status = status
@@ -656,7 +735,7 @@ class _Shim:
                 if self.ctl is not None:
                     with contextlib.suppress(OSError):
                         self.ctl.send(b"S" + struct.pack("=iq?", status, peak, self.timed_out))
-                self._leave()
+                reported = True
 
     def _leave(self) -> None:
         """Out of the command's cgroups: then their kill spares the shim, and it is not counted."""
@@ -955,6 +1034,88 @@ def _rmdir(folder: str) -> None:
             return
         except OSError:
             time.sleep(0.001)
+
+
+# Whether `_posixsubprocess.fork_exec` takes the arguments `_vfork_exec` gives
+# it (those of Python 3.11's `subprocess`); else Popen starts the commands.
+_fork_exec_fits = True
+
+
+def _env_dict(env: list[bytes]) -> dict[bytes, bytes]:
+    """An environment as `NAME=value` entries (the request's), as a mapping."""
+    pairs = (entry.partition(b"=") for entry in env)
+    return {name: value for name, _, value in pairs}
+
+
+def _vfork_exec(argv: list[str], executables: list[bytes], env: list[bytes], io: list[int]) -> int:
+    """Start `argv` with `io` as its stdin, stdout and stderr, in a session of its own; its pid.
+
+    `executables` are where to look for the program, in order (the
+    executor's `executables`), and `env` its environment as `NAME=value`
+    entries, encoded by the executor, which does it once for every command.
+
+    What `subprocess.Popen` does (vfork, then exec; SIGPIPE and SIGXFSZ
+    reset; every other descriptor closed; exec's failure reported on a
+    pipe), called straight: Popen's own bookkeeping adds a third to it.
+    Not glibc's posix_spawn (up to 2.36 at least), which sets the C
+    library's own signals (32 and 33) to SIG_IGN in the child whatever the
+    parent has, and SIG_IGN outlives exec. Handlers are reset by exec;
+    nothing else is ignored here (see `main`).
+
+    Raises:
+        OSError: The program could not be started.
+
+    """
+    global _fork_exec_fits
+    if not _fork_exec_fits:
+        return _popen(argv, env, io)
+    errpipe_read, errpipe_write = os.pipe2(os.O_CLOEXEC)
+    try:
+        try:
+            # In the order of Python 3.11's subprocess: args, executables,
+            # close_fds, pass_fds, cwd, env, the pipes (p2cread, p2cwrite,
+            # c2pread, c2pwrite, errread, errwrite, errpipe_read,
+            # errpipe_write), restore_signals, call_setsid, pgid_to_set,
+            # gid, extra_groups, uid, child_umask, preexec_fn, allow_vfork.
+            # (The stubs do not let cwd and preexec_fn be None; they may.)
+            pid = _posixsubprocess.fork_exec(
+                argv, executables, True, (errpipe_write,), None,  # type: ignore[arg-type]
+                env, io[0], -1, -1, io[1], -1, io[2], errpipe_read, errpipe_write,
+                True, True, -1, None, None, None, -1, None, True,  # type: ignore[arg-type]
+            )  # fmt: skip
+        finally:
+            os.close(errpipe_write)
+        # Vfork: the child has exec'd or failed by now; EOF is its exec.
+        report = os.read(errpipe_read, 50000)
+    except TypeError:
+        # Another Python's fork_exec (the child was not forked): Popen's way.
+        _fork_exec_fits = False
+        return _popen(argv, env, io)
+    finally:
+        os.close(errpipe_read)
+    if not report:
+        return pid
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+    _, _, rest = report.partition(b":")
+    code_text, _, detail = rest.partition(b":")
+    try:
+        code = int(code_text, 16)
+    except ValueError:
+        code = errno.ENOEXEC
+    if detail.startswith(b"noexec"):
+        # Before the exec (a dup2, say): no program to name.
+        raise OSError(code, os.strerror(code))
+    raise OSError(code, os.strerror(code), argv[0])
+
+
+def _popen(argv: list[str], env: list[bytes], io: list[int]) -> int:
+    child = subprocess.Popen(
+        argv, stdin=io[0], stdout=io[1], stderr=io[2], env=_env_dict(env), start_new_session=True
+    )
+    # Reaped by `_reap` (any child), not by Popen, which would warn.
+    child.returncode = 0
+    return child.pid
 
 
 def _readable_within(fds: list[int], timeout: float | None) -> list[int]:

@@ -149,3 +149,21 @@ async def test_each_command_has_its_cgroups_before_and_after_a_kill(tmp_path: Pa
         else:
             memory.append(lines[""])
     assert len(set(memory)) == len(memory), "a memory cgroup served two commands"
+
+
+def test_the_probe_finds_cgroup_kill_where_no_child_cgroup_exists_yet() -> None:
+    """`cgroup.kill` is a child cgroup's file: a folder with no child is asked through one it makes.
+
+    A fresh host's root cgroup has no child to look at; the probe makes one,
+    looks, and removes it, leaving the folder as it was.
+    """
+    require(kill=True)
+    support = cgroup.probe()
+    assert support.v2 is not None
+    folder = os.path.join(support.v2, f"executor-test-{os.getpid()}")
+    os.mkdir(folder)
+    try:
+        assert cgroup._children_have_kill(folder)
+        assert [entry.name for entry in os.scandir(folder) if entry.is_dir()] == []
+    finally:
+        os.rmdir(folder)

@@ -143,7 +143,9 @@ def probe() -> CgroupSupport:
         folder = _folder(v2_mount, own["v2"])
         if folder is not None and _writable(folder):
             v2 = folder
-            kill = os.path.exists(os.path.join(folder, "cgroup.kill")) or _root_has_kill(v2_mount)
+            kill = os.path.exists(os.path.join(folder, "cgroup.kill")) or _children_have_kill(
+                folder
+            )
             enabled = set(
                 (linux.read_text(os.path.join(folder, "cgroup.subtree_control")) or "").split()
             )
@@ -163,14 +165,27 @@ def probe() -> CgroupSupport:
     return CgroupSupport(v2=v2, v2_controllers=controllers, v2_kill=kill, v1=v1)
 
 
-def _root_has_kill(mount: tuple[str, str]) -> bool:
+def _children_have_kill(folder: str) -> bool:
     # The root cgroup has no cgroup.kill of its own; its children do (Linux 5.14+).
     try:
-        with os.scandir(mount[0]) as entries:
+        with os.scandir(folder) as entries:
             folders = [entry.path for entry in entries if entry.is_dir()]
     except OSError:
         return False
-    return any(os.path.exists(os.path.join(folder, "cgroup.kill")) for folder in folders)
+    if any(os.path.exists(os.path.join(folder, "cgroup.kill")) for folder in folders):
+        return True
+    # A root with no child yet (a fresh host) is asked through a child made
+    # for the question, since the kernel's version alone does not tell.
+    probe = os.path.join(folder, f"executor-probe-{os.getpid()}-{os.urandom(4).hex()}")
+    try:
+        os.mkdir(probe)
+    except OSError:
+        return False
+    try:
+        return os.path.exists(os.path.join(probe, "cgroup.kill"))
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(probe)
 
 
 def executor_cgroups(support: CgroupSupport | None = None) -> dict[str, Any] | None:

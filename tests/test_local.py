@@ -538,15 +538,32 @@ async def test_a_flooding_pipe_is_enlarged_once_it_floods(
     assert max(len(block) for block in seen) > 1 << 16
 
 
-async def test_a_flood_of_small_writes_arrives_in_large_chunks(tmp_path: Path) -> None:
-    """`head -c` writes 8 KiB at a time; the reader lets the pipe fill rather than wake for each.
+def _fill_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Have readers let a flood's pipe fill after a few reads in a row of any size.
 
-    Read as it comes, such a flood reaches the sink in thousands of small
-    chunks (a wakeup for every write or two, on a quiet machine); read once
-    the pipe holds half its size (1 MiB pipes; a user's 64 KiB pipe is
-    enlarged once it floods), in about a hundred, every byte there. The
-    bound, a mean of 128 KiB a chunk, leaves room for a crowded machine.
+    The reader does so by itself only where its reads each carry a write or
+    two (a fast reader, a slow producer): a machine's pace decides that, so
+    the tests set the trigger, and what follows it is the reader's own.
     """
+    import executor._local.process as process
+
+    monkeypatch.setattr(process, "_TINY", 1 << 30)
+    monkeypatch.setattr(process, "_TINY_GAP", 1.0)
+    monkeypatch.setattr(process, "_TINY_RUN", 4)
+
+
+async def test_a_flood_of_small_writes_arrives_in_large_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`head -c` writes 8 KiB at a time; a reader that lets its pipe fill reads 100s of KiB at once.
+
+    Read as it comes, such a flood reaches the sink in thousands of chunks of
+    a few writes each; read once the pipe holds half its size (1 MiB pipes;
+    a user's 64 KiB pipe is enlarged when the reader starts to let it fill),
+    in about a hundred, every byte there. The bound, a mean of 128 KiB a
+    chunk, leaves room for a crowded machine.
+    """
+    _fill_at_once(monkeypatch)
     size = 64 << 20
     seen: list[int] = []
     async with LocalExecutor(tmp_path) as ex:
@@ -559,8 +576,23 @@ async def test_a_flood_of_small_writes_arrives_in_large_chunks(tmp_path: Path) -
     assert len(seen) <= size // (128 << 10), f"{len(seen)} chunks, {size // len(seen)} bytes each"
 
 
-async def test_a_flood_that_pauses_is_read_at_once(tmp_path: Path) -> None:
+async def test_quiet_output_never_waits_for_its_pipe_to_fill(tmp_path: Path) -> None:
+    """Lines written one at a time each reach the sink before the next is written."""
+    arrived: list[bytes] = []
+    script = "for i in 1 2 3 4 5 6 7 8; do echo line $i; sleep 0.05; done"
+    async with LocalExecutor(tmp_path) as ex:
+        output = await ex.exec_cmd_streaming(
+            Command.shell(script), lambda chunk: arrived.append(chunk.data)
+        )
+    assert output.stdout == b"".join(f"line {i}\n".encode() for i in range(1, 9))
+    assert len(arrived) == 8
+
+
+async def test_a_flood_that_pauses_is_read_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Letting a flood's pipe fill never holds its bytes back: a pause is read within moments."""
+    _fill_at_once(monkeypatch)
     size = 300_000
     arrived: list[float] = []
     total = 0

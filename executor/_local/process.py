@@ -28,7 +28,6 @@ import errno
 import fcntl
 import functools
 import inspect
-import io
 import marshal
 import math
 import os
@@ -86,27 +85,13 @@ _F_SETPIPE_SZ: Final = 1031
 _F_GETPIPE_SZ: Final = 1032
 # How often the kill path looks for survivors while it waits out the grace period.
 _POLL: Final = 0.01
-# A flood from a producer that writes little at a time (`head -c`: 8 KiB a
-# write) may wake the reader at every write or two, where each wakeup costs
-# Python more than the write cost the producer, and the wakeups slow the
-# producer too. A reader that sees `_TINY_RUN` reads in a row of under
-# `_TINY` bytes, each within `_TINY_GAP` seconds of the last, lets the pipe
-# fill instead: a worker thread sleeps (to the tens of microseconds, where
-# the event loop's timers round up to a millisecond) until the pipe holds
-# half its size, its writers are gone, or `_FILL_WAIT` has passed, so a
-# flood that slows down is still read within a millisecond; it stops once a
-# read after such a wait brings less than `_FIRST_READ`. Where each wakeup
-# already carries a few writes the reader keeps up with the producer, and
-# the thread's round trip would only add to each chunk's way (measured: a
-# fifth slower from `head -c` on a quiet machine whose reads carried 32 KiB).
-# The pipe is enlarged first where it may be; a 64 KiB pipe fills faster than
-# a thread wakes, so pipes below `_FILL_PIPE` are read as they are.
-_TINY: Final = 16 << 10
-_TINY_GAP: Final = 100e-6
-_TINY_RUN: Final = 32
-_FILL_PIPE: Final = 1 << 18
-_FILL_WAIT: Final = 0.001
-_FILL_NAP: Final = 50e-6
+# The most a reader gathers from a flood before it passes it on: reads of a
+# few writes each (a producer that writes 8 KiB at a time, `head -c`) are
+# joined in one buffer until the pipe is empty or this much has come, so the
+# sink, the stored output and the event loop see one chunk, not dozens. A
+# quarter of a MiB stays in the caches the copy out runs through (a whole MiB
+# was slower, and 64 KiB paid its wakeups too often).
+_GATHER: Final = 1 << 18
 
 
 class _Readable:
@@ -1210,20 +1195,21 @@ class ProcessRun:
             self._status = await wait_exit(spawned)
 
     async def _read(self, fd: int, kind: Callable[[bytes], Chunk]) -> None:
-        # Quiet output (lines, prompts) is read into one 64 KiB buffer, reused,
-        # and copied out: a read the size of what it asks would cost an
-        # allocation each time. Once a read fills that buffer the output is a
-        # flood, and reads take up to a pipe's worth straight into the
-        # chunk's own bytes (one copy, not two), until one comes back short.
-        # A read that comes back short emptied the pipe, so the next step
-        # waits rather than reading again only to be told EAGAIN.
+        # Output is gathered into one buffer, reused, and copied out a chunk
+        # at a time: reads go on, with no trip through the event loop, until
+        # the pipe is empty or the buffer full. Quiet output (a line, a
+        # prompt) is therefore passed on as it comes, and a flood of small
+        # writes (`head -c`: 8 KiB each) in chunks of up to `_GATHER`, not
+        # one per write: each wakeup costs Python far more than a read. The
+        # buffer starts at `_FIRST_READ` and grows once a flood fills it. A
+        # producer whose single writes fill it (`dd bs=1M`) is read straight
+        # into each chunk's own bytes (one copy, not two), up to a pipe's
+        # worth at once, until a read comes back short of `_GATHER`.
+        # A step that found the pipe empty waits before the next, rather than
+        # read again only to be told EAGAIN.
         buffer = bytearray(_FIRST_READ)
         view = memoryview(buffer)
-        pipe = io.FileIO(fd, "rb", closefd=False)
         waiter = _Readable(fd)
-        flooding = False
-        # A flood's reads ask for what the pipe can hold: no larger allocation
-        # to shrink after each (64 KiB pipes for a user, 1 MiB for root).
         try:
             capacity = fcntl.fcntl(fd, _F_GETPIPE_SZ)
         except OSError:
@@ -1231,7 +1217,6 @@ class ProcessRun:
             grow = False
         else:
             grow = _grow_pipes and capacity < _PIPE_SIZE
-        flood_read = min(max(capacity, _FIRST_READ), _READ_SIZE)
         # Past the drain period a reader still takes what the pipe holds, so a
         # slow sink never costs the command's last words; a background child
         # that keeps writing gets one more drain period and one pipe's worth.
@@ -1239,25 +1224,21 @@ class ProcessRun:
         last_call: float | None = None
         waited = True
         drained = False
-        # Tiny reads in a row (see `_TINY`), and whether the pipe is let fill.
-        tiny = 0
-        last_read = 0.0
-        filling = False
+        ended = False
         try:
-            while allowance > 0:
+            while allowance > 0 and not ended:
                 if drained and not self._stopping:
                     await waiter.wait()
                     waited = True
                 try:
-                    if flooding:
-                        data = os.read(fd, flood_read)
-                        size = len(data)
-                    else:
-                        got = pipe.readinto(view)
-                        if got is None:
-                            raise BlockingIOError
-                        size = got
-                        data = bytes(view[:size])
+                    size, ended = _gather(fd, view)
+                    data = bytes(view[:size])
+                    drained = size < len(view)
+                    if not drained and len(view) < _GATHER:
+                        # A flood: gather more at a time from now on.
+                        view.release()
+                        buffer = bytearray(_GATHER)
+                        view = memoryview(buffer)
                 except BlockingIOError:
                     if self._stopping:
                         return
@@ -1270,26 +1251,10 @@ class ProcessRun:
                     raise
                 if not size:
                     return
-                drained = size < (flood_read if flooding else _FIRST_READ)
-                flooding = size >= _FIRST_READ
-                if filling:
-                    filling = flooding  # the producer slowed down: read as it comes
-                    tiny = 0
-                elif size < _TINY:
-                    now = time.perf_counter()
-                    tiny = tiny + 1 if now - last_read < _TINY_GAP else 0
-                    last_read = now
-                    filling = tiny >= _TINY_RUN
-                else:
-                    tiny = 0
-                if grow and (size >= capacity or filling):
+                if grow and size >= capacity:
                     grow = False  # tried once: a refusal stands for this pipe
                     with contextlib.suppress(OSError):
                         capacity = fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
-                        flood_read = min(capacity, _READ_SIZE)
-                # Let the pipe fill (see `_TINY`) after this chunk, rather than
-                # wake again at the producer's next small write.
-                fill = filling and drained and capacity >= _FILL_PIPE and not self._stopping
                 if self._stopping:
                     allowance -= size
                     now = anyio.current_time()
@@ -1305,13 +1270,7 @@ class ProcessRun:
                 self._emitting += 1
                 try:
                     await self._emit(kind(data))
-                    if fill:
-                        # Bounded by `_FILL_WAIT`, so not abandoned on a cancel:
-                        # the thread never outlives the read.
-                        await anyio.to_thread.run_sync(_fill, fd, capacity // 2)
-                        drained = False
-                        waited = True
-                    elif flood:
+                    if flood:
                         # Counted as emitting, so the drain waits for it (after a
                         # timeout, one more drain period at most); the chunk is
                         # delivered already, so a cancellation here cuts nothing.
@@ -1360,17 +1319,31 @@ class ProcessRun:
             self._spawned.stdin = None
 
 
-def _fill(fd: int, target: int) -> None:
-    """Sleep until pipe `fd` holds `target` bytes, has no writer left, or `_FILL_WAIT` passes."""
-    deadline = time.monotonic() + _FILL_WAIT
-    count = array.array("i", [0])
-    hangup = select.poll()
-    hangup.register(fd, select.POLLHUP)
-    while time.monotonic() < deadline:
-        fcntl.ioctl(fd, termios.FIONREAD, count)
-        if count[0] >= target or hangup.poll(0):
-            return
-        time.sleep(_FILL_NAP)
+def _gather(fd: int, view: memoryview) -> tuple[int, bool]:
+    """Read `fd` into `view` until it is full, the pipe is empty, or the output has ended.
+
+    Returns how many bytes were read, and whether the end was reached.
+
+    Raises:
+        BlockingIOError: The pipe was empty at the first read.
+        OSError: A read failed (a pty's end is EIO).
+
+    """
+    size = os.readv(fd, (view,))
+    if not size:
+        return 0, True
+    limit = len(view)
+    while size < limit:
+        try:
+            got = os.readv(fd, (view[size:],))
+        except BlockingIOError:
+            break
+        except OSError:
+            break  # reported by the next step's first read, after this step's bytes
+        if not got:
+            return size, True
+        size += got
+    return size, False
 
 
 def _unwrap(exc: BaseException) -> BaseException:

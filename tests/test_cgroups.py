@@ -119,11 +119,12 @@ def test_probe_reports_the_cgroups() -> None:
 
 
 async def test_each_command_has_its_cgroups_before_and_after_a_kill(tmp_path: Path) -> None:
-    """Every command runs in the executor's cgroups, a memory one of its own, a kill or not.
+    """Every command runs in the executor's cgroups, a kill or not.
 
     Where cgroup v2 has no controller for us, a shim keeps one v2 folder
-    for all its commands and leaves it only for a kill: the commands that
-    follow a kill are in it again.
+    for all its commands and leaves it only for a kill, and a v1 memory
+    folder for as long as its commands leave little in it: the commands
+    that follow a kill are in them again.
     """
     require("memory")
     show = Command.exec(["cat", "/proc/self/cgroup"])
@@ -138,17 +139,67 @@ async def test_each_command_has_its_cgroups_before_and_after_a_kill(tmp_path: Pa
             with anyio.fail_after(15), pytest.raises(CommandError):
                 await ex.exec_cmd(Command.shell("sleep 30").with_timeout(0.2))
             seen.append((await ex.exec_cmd(show)).stdout.decode())
-    memory = []
     for text in seen:
         lines = dict(line.split(":", 2)[1:] for line in text.splitlines())
         if config.get("v2"):
             assert name in lines[""], text
         if "memory" in config["v1"]:
             assert name in lines["memory"], text
-            memory.append(lines["memory"])
-        else:
-            memory.append(lines[""])
-    assert len(set(memory)) == len(memory), "a memory cgroup served two commands"
+
+
+async def test_each_command_reports_its_own_memory_peak(tmp_path: Path) -> None:
+    """A command's peak is its own, whatever ran before it in the same shim's cgroups."""
+    require("memory")
+
+    def grab(mib: int) -> Command:
+        code = f"b = bytearray({mib} << 20)\nfor i in range(0, len(b), 4096): b[i] = 1"
+        return Command.exec([sys.executable, "-c", code])
+
+    peaks: list[int | None] = []
+    async with LocalExecutor(tmp_path) as ex:
+        for cmd in (grab(80), Command.shell("true"), Command.shell("true"), grab(30)):
+            # One at a time and after a pause, so each may find its shim ready.
+            peaks.append((await ex.exec_cmd(cmd)).memory_peak)
+            await anyio.sleep(0.05)
+    assert all(peak is not None for peak in peaks), peaks
+    big, small, again, medium = (peak or 0 for peak in peaks)
+    assert big >= 80 << 20, peaks
+    assert small < 16 << 20, peaks
+    assert again < 16 << 20, peaks
+    assert 30 << 20 <= medium < 80 << 20, peaks
+
+
+async def test_limits_hold_from_command_to_command(tmp_path: Path) -> None:
+    """memory= and pids= bound every command alike, the tenth as the first."""
+    require("memory", "pids")
+    hog = "b = bytearray(200 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('ESCAPED')"
+    forks = (
+        "import os, time\n"
+        "n = 0\n"
+        "for _ in range(50):\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        time.sleep(2)\n"
+        "        os._exit(0)\n"
+        "    n += 1\n"
+        "print(n)"
+    )
+    counts = []
+    async with LocalExecutor(tmp_path, memory=64 << 20, pids=10, kill_grace=0.1) as ex:
+        for _ in range(3):
+            for _ in range(3):
+                await ex.exec_cmd(Command.shell("true"))
+            with anyio.fail_after(30), pytest.raises(NonZeroExit) as caught:
+                await ex.exec_cmd(Command.exec([sys.executable, "-c", hog]))
+            assert b"ESCAPED" not in caught.value.output.stdout
+            with anyio.fail_after(30):
+                output = await ex.exec_cmd(Command.exec([sys.executable, "-c", forks]))
+            counts.append(int(output.stdout))
+    # The tree may hold 10 at once: the interpreter and 9 it forks, each time.
+    assert counts == [9, 9, 9], counts
 
 
 def test_the_probe_finds_cgroup_kill_where_no_child_cgroup_exists_yet() -> None:

@@ -90,6 +90,10 @@ _REQUEST_SIZE = 1 << 20
 # How long a kill waits for a process that does not die of SIGKILL (one in
 # uninterruptible sleep) before it looks again.
 _KILL_PAUSE = 0.001
+# The most a cgroup v1 memory folder may hold (page cache, dentries) once
+# its command's tree is gone and still serve the next command (see
+# `_Cgroups.renew`).
+_REUSE_LEFT = 4 << 20
 
 
 def _prctl(option: int, value: int) -> None:
@@ -280,6 +284,10 @@ class _Cgroups:
         self.shared = shared
         self.memory: str | None = None
         self.memory_fd = -1
+        # A v1 memory folder's: its usage file, and what it held when its
+        # command started (the peak is reported above it).
+        self.usage: str | None = None
+        self.baseline = 0
         self.home: dict[str, str] = config.get("home", {})
         # Whether the shim is in these cgroups (from `join` to `leave`).
         self.inside = False
@@ -321,6 +329,7 @@ class _Cgroups:
                     _write(os.path.join(folder, "memory.memsw.limit_in_bytes"), str(memory))
             if self.memory is None:
                 self.memory = os.path.join(folder, "memory.max_usage_in_bytes")
+                self.usage = os.path.join(folder, "memory.usage_in_bytes")
         # A v1 pids cgroup serves only its limit (the tree is v2's, or the
         # children lists'), so without one the command is spared its mkdir,
         # migration and rmdir, a third of a command's cgroup cost here.
@@ -384,9 +393,42 @@ class _Cgroups:
         if self.memory_fd < 0:
             return -1
         try:
-            return int(os.pread(self.memory_fd, 64, 0))
+            return max(int(os.pread(self.memory_fd, 64, 0)) - self.baseline, 0)
         except (OSError, ValueError):
             return -1
+
+    def renew(self) -> bool:
+        """Ready these cgroups for the next command, where they can serve it; whether they do.
+
+        A cgroup v1 memory folder costs a mkdir, a migration and an rmdir a
+        command (the most costly part of a short command's start here), and
+        nothing but its peak needs it new: its peak is reset (to what it
+        holds) instead, and reported above that, as long as what it still
+        holds (the command's page cache, say) is at most `_REUSE_LEFT`. A v1
+        pids folder counts only live tasks, and the shared v2 folder holds
+        nothing. A v2 folder of the command's own (one with controllers,
+        whose `memory.peak` cannot be reset before Linux 6.12) is made anew.
+        """
+        if "v2" in self.hierarchies:
+            return False
+        if self.usage is not None:
+            try:
+                left = int(_read(self.usage) or "")
+                _write(self.memory or "", "0")
+            except (OSError, ValueError):
+                return False
+            if left > _REUSE_LEFT:
+                return False
+            self.baseline = left
+        if not self.inside:
+            try:
+                self.join()
+                if self.pids_max is not None:
+                    # One more while the shim is in it, as when it was made.
+                    _write(self.pids_max, str(self.pids + 1))
+            except OSError:
+                return False
+        return True
 
     def remove(self) -> None:
         if self.memory_fd >= 0:
@@ -629,7 +671,7 @@ class _Shim:
                 self.gone = -1
             self.ctl.close()
             self.ctl = None
-            if self.leader and self.cgroups is not None:
+            if self.leader and self.cgroups is not None and not self.cgroups.renew():
                 cgroups, self.cgroups = self.cgroups, None
                 # The next command's cgroups, joined from this one's if the
                 # shim is still in them: one migration, not two.

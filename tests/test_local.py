@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import signal
@@ -26,6 +27,7 @@ from executor import (
     NonZeroExit,
     TimedOut,
 )
+from executor._core.commands import Env
 from executor.testing import ExecutorContract, LocalFixtures
 
 pytestmark = pytest.mark.anyio
@@ -270,12 +272,12 @@ async def test_environment_follows_this_process_and_the_executor_from_command_to
         seen = [(await ex.exec_cmd(script)).stdout]
         monkeypatch.setenv("EX_LATER", "set")
         seen.append((await ex.exec_cmd(script)).stdout)
-        ex.envs = {**ex.envs, "EX_LAYER": "layer"}
+        ex.envs = Env({**ex.envs, "EX_LAYER": "layer"})
         seen.append((await ex.exec_cmd(script)).stdout)
         monkeypatch.setenv("EX_LATER", "changed")
         seen.append((await ex.exec_cmd(script)).stdout)
         monkeypatch.delenv("EX_LATER")
-        ex.envs = {}
+        ex.envs = Env()
         seen.append((await ex.exec_cmd(script)).stdout)
         assert "EX_LATER" not in ex.environment()
     assert seen == [
@@ -566,11 +568,12 @@ async def test_a_flooding_pipe_is_enlarged_once_it_floods(
 
 
 async def test_a_flood_of_small_writes_arrives_in_large_chunks(tmp_path: Path) -> None:
-    """`head -c` writes 8 KiB at a time; the reader gathers them into chunks of up to 256 KiB.
+    """`head -c` writes 8 KiB at a time; the reader gathers them into chunks of 256 KiB or so.
 
     Read a wakeup at a time, such a flood reaches the sink in thousands of
     chunks of a write or a few each (8,192 writes here); gathered until the
-    pipe is empty or 256 KiB have come, in a few hundred, every byte there.
+    pipe is empty or 256 KiB have come, in a few hundred, every byte there
+    (a pipe that filled meanwhile is read whole: up to 1 MiB at once).
     The bound, a mean of 32 KiB a chunk, leaves room for a crowded machine,
     where the producer may find the pipe empty between its writes.
     """
@@ -584,7 +587,7 @@ async def test_a_flood_of_small_writes_arrives_in_large_chunks(tmp_path: Path) -
     assert output.exit_code == 0
     assert sum(seen) == size
     assert len(seen) <= size // (32 << 10), f"{len(seen)} chunks, {size // len(seen)} bytes each"
-    assert max(seen) <= 256 << 10
+    assert max(seen) <= 1 << 20
 
 
 async def test_quiet_output_is_never_held_to_be_gathered(tmp_path: Path) -> None:
@@ -620,3 +623,44 @@ async def test_a_flood_that_pauses_is_read_at_once(tmp_path: Path) -> None:
     assert total == size + len("done\n")
     assert arrived
     assert arrived[0] - started < 1.0, "the flood's bytes waited for the pause to end"
+
+
+async def test_a_start_that_fails_is_the_command_s_exit_and_reaches_the_sink(
+    tmp_path: Path,
+) -> None:
+    """No such program, a file that is no program, no such folder: exits 127, 126 and 1.
+
+    The run is under way (its readers started) when the shim reports the
+    failure; the sink still gets the message, stdin given or not, and the
+    executor runs the next command as if nothing happened.
+    """
+    script = tmp_path / "not-executable.sh"
+    script.write_text("echo never\n")
+    cases = [
+        (Command.exec(["no-such-program-xyz"]), 127, "no-such-program-xyz: command not found"),
+        (Command.exec([str(script)]).with_stdin(b"x" * 100_000), 126, "Permission denied"),
+        (Command.shell("true").with_current_dir("no/such/folder"), 1, "cannot run in"),
+    ]
+    async with LocalExecutor(tmp_path) as ex:
+        for cmd, code, message in cases:
+            seen: list[bytes] = []
+            with anyio.fail_after(10), pytest.raises(NonZeroExit) as caught:
+                await ex.exec_cmd_streaming(cmd, functools.partial(_keep, seen))
+            assert caught.value.output.exit_code == code
+            assert message in caught.value.output.stderr.decode()
+            assert message in b"".join(seen).decode()
+        assert (await ex.exec_cmd(Command.shell("echo ok"))).stdout == b"ok\n"
+
+
+def _keep(seen: list[bytes], chunk: Chunk) -> None:
+    seen.append(chunk.data)
+
+
+async def test_the_executor_s_own_folder_gone_is_its_error(tmp_path: Path) -> None:
+    """A workdir removed under the executor is the executor's failure, not the command's exit."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    async with LocalExecutor(workdir) as ex:
+        workdir.rmdir()
+        with pytest.raises(ExecutorError, match="cannot run in"):
+            await ex.exec_cmd(Command.shell("true"))

@@ -51,6 +51,7 @@ from executor._local.landlock import LandlockRules
 from executor._local.process import (
     ProcessRun,
     Spawned,
+    StartFailed,
     Supervisor,
     end_tree,
     kill_tree,
@@ -452,7 +453,10 @@ class LocalExecutor(CommandRunner):
         self, cmd: Command, argv: Iterable[str], stdin: bytes | None, sink: Sink | None
     ) -> CommandOutput:
         timeout = self._timeout(cmd)
-        spawned = await self._spawn(cmd, argv, stdin=stdin is not None, sink=sink, timeout=timeout)
+        started = anyio.current_time()
+        spawned = await self._spawn(
+            cmd, argv, stdin=stdin is not None, sink=sink, timeout=timeout, wait=False
+        )
         run = ProcessRun(
             spawned,
             stdin=stdin,
@@ -462,7 +466,13 @@ class LocalExecutor(CommandRunner):
             kill_grace=self.kill_grace,
             drain_timeout=self.drain_timeout,
         )
-        return self._checked(await run.run())
+        try:
+            output = await run.run()
+        except StartFailed as failed:
+            # Reported by the shim once the run had begun (see `_spawn`'s `wait`).
+            cwd = self.resolve(cmd) if failed.where == "cwd" else None
+            raise await self._start_failed(failed.error, argv, cwd, started, sink) from None
+        return self._checked(output)
 
     def _killed_by_close(self, output: CommandOutput) -> bool:
         # A local process killed by aclose() dies of a signal, which is reported.
@@ -478,12 +488,15 @@ class LocalExecutor(CommandRunner):
         pty: bool = False,
         read_only: bool | None = None,
         timeout: float | None = None,
+        wait: bool = True,
     ) -> Spawned:
         """Start `cmd`'s process in its folder (opened beneath the workdir when confined).
 
         Sandboxed, the process starts under the sandbox, with nothing writable
         when `read_only` (by default: when `ReadOnly` asked, see `running_read_only`).
-        `timeout` is the run's, for a supervisor's shim to keep as well.
+        `timeout` is the run's, for a supervisor's shim to keep as well. With
+        `wait=False` an unsandboxed command's start is not waited for: its
+        failure is `StartFailed` from the run (see `Supervisor.spawn`).
         """
         started = anyio.current_time()
         held: int | None = None
@@ -537,6 +550,7 @@ class LocalExecutor(CommandRunner):
                     cwd_fd=held,
                     kill_grace=self.kill_grace,
                     timeout=timeout,
+                    wait=wait,
                 )
             # Landlock: the launcher, a process of its own, starts it.
             spawned = await spawn_served(
@@ -545,18 +559,36 @@ class LocalExecutor(CommandRunner):
             spawned.signaller = functools.partial(signal_served, spawned)
             return spawned
         except OSError as error:
-            if error.errno in _RESOURCE_ERRORS:
-                raise ExecutorError(f"cannot start a process: {error.strerror}") from error
             cwd_failed = not os.path.isdir(cwd)  # noqa: ASYNC240 (one stat, failure path)
-            if cwd_failed and cwd == self.workdir:
-                # The executor's own folder is missing: its fault, not the command's.
-                raise ExecutorError(f"cannot run in {cwd}: {error.strerror}") from error
-            failure = _spawn_failure(error, argv, cwd if cwd_failed else None, started)
-            await report_failure(sink, failure)
-            raise failure from error
+            raise await self._start_failed(
+                error, argv, cwd if cwd_failed else None, started, sink
+            ) from error
         finally:
             if held is not None:
                 os.close(held)
+
+    async def _start_failed(
+        self,
+        error: OSError,
+        argv: Iterable[str],
+        cwd: str | None,
+        started: float,
+        sink: Sink | None,
+    ) -> Exception:
+        """What a start that failed raises (`cwd`: the folder, when it was what failed).
+
+        A command's failure (no such program, no such folder) is its exit, as
+        a shell reports it, and goes to the sink too; the executor's own
+        (its workdir gone, no descriptor or memory left) is `ExecutorError`.
+        """
+        if error.errno in _RESOURCE_ERRORS:
+            return ExecutorError(f"cannot start a process: {error.strerror}")
+        if cwd is not None and cwd == self.workdir:
+            # The executor's own folder is missing: its fault, not the command's.
+            return ExecutorError(f"cannot run in {cwd}: {error.strerror}")
+        failure = _spawn_failure(error, argv, cwd, started)
+        await report_failure(sink, failure)
+        return failure
 
     async def _serve(
         self,

@@ -60,6 +60,7 @@ __all__ = [
     "ProcessRun",
     "Served",
     "Spawned",
+    "StartFailed",
     "Supervised",
     "Supervisor",
     "end_tree",
@@ -92,6 +93,12 @@ _POLL: Final = 0.01
 # quarter of a MiB stays in the caches the copy out runs through (a whole MiB
 # was slower, and 64 KiB paid its wakeups too often).
 _GATHER: Final = 1 << 18
+# The exit code a supervised command whose start failed is given, to be
+# known by (as a shell reports a program it cannot run).
+_START_FAILED: Final = 127
+# A flood's writes are a block or more each (a C library's stdio buffer, 4
+# or 8 KiB, or a program's own); a read of less is quiet output, not gathered.
+_GATHER_FROM: Final = 1 << 12
 
 
 class _Readable:
@@ -169,6 +176,23 @@ class Supervised:
     memory_peak: int | None = None
     # Whether its shim's deadline (the command's timeout) passed before the leader's end.
     timed_out: bool = False
+    # Whether its start failed (reported after a `wait=False` spawn returned).
+    failed: bool = False
+
+
+class StartFailed(Exception):
+    """A supervised command did not start, as its shim reported after `Supervisor.spawn` returned.
+
+    Attributes:
+        error: What the start failed with (the program, its folder, or a cgroup).
+        where: Which step failed: `cwd`, `exec` or `cgroup`.
+
+    """
+
+    def __init__(self, error: OSError, where: str) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.where = where
 
 
 @attrs.define(eq=False)
@@ -642,8 +666,16 @@ class Supervisor:
         cwd_fd: int | None = None,
         kill_grace: float = 0.0,
         timeout: float | None = None,
+        wait: bool = True,
     ) -> Spawned:
         """Start `argv` as `spawn` does, through the supervisor.
+
+        With `wait=False` it returns once the shim has the request, before
+        the command has started: its pid is 0 until `wait_exit` reads the
+        shim's report, and a start that fails raises `StartFailed` there.
+        The caller's own setup (a `ProcessRun`'s readers) then runs while
+        the shim wakes and starts the command, and its process wakes once
+        for the command, not also for its start.
 
         A cancellation while the shim starts it ends what started as a kill
         does: SIGTERM, `kill_grace`, SIGKILL. With `timeout`, the shim itself
@@ -700,6 +732,12 @@ class Supervisor:
                 os.close(gone_w)
             # While the shim starts the command: our ends made ready for reading.
             ends.prepare(pty=pty)
+            if not wait:
+                spawned = ends.started(Supervised(0), gone, tag, started, pty=pty)
+                ours.setblocking(False)
+                spawned.status = ours.detach()
+                spawned.signaller = functools.partial(_signal_supervised, spawned)
+                return spawned
             try:
                 reply, received = await _receive(ours)
             except BaseException:
@@ -908,12 +946,25 @@ async def _wait_supervised(spawned: Spawned, control: int) -> int:
     assert isinstance(process, Supervised)
     while True:
         try:
-            data = os.read(control, 64)
+            data = os.read(control, 4096)
         except BlockingIOError:
             await anyio.wait_readable(control)
             continue
         except OSError:
             data = b""
+        if not process.pid:
+            # Started with `wait=False`: the shim's start report comes first.
+            if data[:1] == b"P" and len(data) >= 5:
+                process.pid = struct.unpack("i", data[1:5])[0]
+                continue
+            process.failed = True
+            process.returncode = _START_FAILED
+            if data[:1] == b"E":
+                report = marshal.loads(data[1:])
+                code = int(report["errno"])
+                error = OSError(code, report["message"] or os.strerror(code))
+                raise StartFailed(error, str(report.get("where", "exec")))
+            raise ExecutorError("the supervisor ended while starting a command")
         if data[:1] == b"S" and len(data) >= 14:
             fields: tuple[int, int, bool] = struct.unpack("=iq?", data[1:14])
             status, peak, process.timed_out = fields
@@ -1183,6 +1234,9 @@ class ProcessRun:
     async def _kill(self) -> None:
         """Kill the whole tree and reap the child (call through `run_to_completion`)."""
         spawned = self._spawned
+        if isinstance(spawned.process, Supervised) and spawned.process.failed:
+            self._status = _START_FAILED << 8  # never started: nothing to end
+            return
         # The group and session ids are pinned only while the leader is unreaped:
         # after that an unrelated process may get the same number.
         if isinstance(spawned.process, Supervised):
@@ -1192,7 +1246,11 @@ class ProcessRun:
             await kill_tree(spawned.tag, grace=self._kill_grace, group=group, since=spawned.started)
         if self._status is None:
             spawned.end_served()
-            self._status = await wait_exit(spawned)
+            try:
+                self._status = await wait_exit(spawned)
+            except (StartFailed, ExecutorError):
+                # Never started: nothing to end, and the error is the run's.
+                self._status = _START_FAILED << 8
 
     async def _read(self, fd: int, kind: Callable[[bytes], Chunk]) -> None:
         # Output is gathered into one buffer, reused, and copied out a chunk
@@ -1201,10 +1259,10 @@ class ProcessRun:
         # prompt) is therefore passed on as it comes, and a flood of small
         # writes (`head -c`: 8 KiB each) in chunks of up to `_GATHER`, not
         # one per write: each wakeup costs Python far more than a read. The
-        # buffer starts at `_FIRST_READ` and grows once a flood fills it. A
-        # producer whose single writes fill it (`dd bs=1M`) is read straight
-        # into each chunk's own bytes (one copy, not two), up to a pipe's
-        # worth at once, until a read comes back short of `_GATHER`.
+        # buffer starts at `_FIRST_READ` and grows once a flood fills it.
+        # Where a flood's pipe then holds `_GATHER` or more (big writes,
+        # `dd bs=1M`), it is read straight into each chunk's own bytes (one
+        # copy, not two), up to a pipe's worth at once.
         # A step that found the pipe empty waits before the next, rather than
         # read again only to be told EAGAIN.
         buffer = bytearray(_FIRST_READ)
@@ -1225,20 +1283,36 @@ class ProcessRun:
         waited = True
         drained = False
         ended = False
+        # Whether the last step brought a full buffer's worth, and what the
+        # pipe then holds (asked only then: quiet output costs no ioctl).
+        flooding = False
+        queued = array.array("i", [0])
         try:
             while allowance > 0 and not ended:
                 if drained and not self._stopping:
                     await waiter.wait()
                     waited = True
                 try:
-                    size, ended = _gather(fd, view)
-                    data = bytes(view[:size])
-                    drained = size < len(view)
-                    if not drained and len(view) < _GATHER:
-                        # A flood: gather more at a time from now on.
-                        view.release()
-                        buffer = bytearray(_GATHER)
-                        view = memoryview(buffer)
+                    if flooding:
+                        fcntl.ioctl(fd, termios.FIONREAD, queued)
+                    if flooding and queued[0] >= _GATHER:
+                        # Big writes (`dd bs=1M`), or a pipe that filled while
+                        # the sink was busy: read straight into the chunk's
+                        # own bytes, exactly what is there (no copy out, and
+                        # no larger allocation to shrink).
+                        data = os.read(fd, min(queued[0], _READ_SIZE))
+                        size = len(data)
+                        drained = False
+                    else:
+                        size, ended = _gather(fd, view)
+                        data = bytes(view[:size])
+                        drained = size < len(view)
+                        if not drained and len(view) < _GATHER:
+                            # A flood: gather more at a time from now on.
+                            view.release()
+                            buffer = bytearray(_GATHER)
+                            view = memoryview(buffer)
+                    flooding = size >= _GATHER
                 except BlockingIOError:
                     if self._stopping:
                         return
@@ -1322,7 +1396,10 @@ class ProcessRun:
 def _gather(fd: int, view: memoryview) -> tuple[int, bool]:
     """Read `fd` into `view` until it is full, the pipe is empty, or the output has ended.
 
-    Returns how many bytes were read, and whether the end was reached.
+    Returns how many bytes were read, and whether the end was reached. A
+    first read of less than `_GATHER_FROM` (a line, a prompt) emptied the
+    pipe of what a quiet command writes at once: it is taken alone, with no
+    second read only to be told EAGAIN.
 
     Raises:
         BlockingIOError: The pipe was empty at the first read.
@@ -1332,6 +1409,8 @@ def _gather(fd: int, view: memoryview) -> tuple[int, bool]:
     size = os.readv(fd, (view,))
     if not size:
         return 0, True
+    if size < _GATHER_FROM:
+        return size, False
     limit = len(view)
     while size < limit:
         try:

@@ -6,11 +6,11 @@ the figure is the cost of moving output from the pipe into Python chunks.
 
 The child is `dd if=/dev/zero bs=1M` by default. `head -c SIZE /dev/zero`
 (`--producer head`) writes 8 KiB per system call: a reader that wakes as
-soon as data is there (raw asyncio, a thread doing blocking reads) takes a
-write or two per wakeup, and on a quiet machine the wakeups, not the pipe,
-set its pace. Ours lets a flooding 1 MiB pipe fill to half before it reads
-(a worker thread naps in 50 µs steps, a millisecond at most), so each
-wakeup carries hundreds of KiB whatever the producer's write size.
+soon as data is there (raw asyncio) takes a few writes per wakeup, and the
+wakeups, not the pipe, set its pace. Ours goes on reading, with no trip
+through the event loop, until the pipe is empty or 256 KiB have come, so
+each chunk (and each wakeup) carries a quarter MiB whatever the producer's
+write size; a pipe holding more (`dd`'s 1 MiB writes) is read whole.
 Ours keeps at most 1 MiB of stored output (`output_limit`), so memory must
 stay flat however much flows. Throughput is bytes / wall time from spawn to
 return, in MB/s (10^6 bytes); memory is the peak RSS (`ru_maxrss`) above the

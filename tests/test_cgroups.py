@@ -8,6 +8,7 @@ hybrid v1 host). They skip where there is none, and fail instead under
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -218,3 +219,31 @@ def test_the_probe_finds_cgroup_kill_where_no_child_cgroup_exists_yet() -> None:
         assert [entry.name for entry in os.scandir(folder) if entry.is_dir()] == []
     finally:
         os.rmdir(folder)
+
+
+async def test_folders_of_executors_killed_outright_are_swept(tmp_path: Path) -> None:
+    """A new executor removes the empty folders a killed one left; a live one's are kept.
+
+    A process killed at once (SIGKILL to its group, the OOM killer) leaves
+    its executor's folders behind; on a long-lived host they would pile up.
+    """
+    require("memory")
+    support = cgroup.probe()
+    parents = [folder for folder in (support.v2, *support.v1.values()) if folder is not None]
+    dead = int((await anyio.run_process(["sh", "-c", "echo $$"])).stdout)
+    left = [os.path.join(parent, f"executor-{dead}-{'a' * 12}") for parent in parents]
+    live = [os.path.join(parent, f"executor-1-{'b' * 12}") for parent in parents]
+    busy = os.path.join(parents[0], f"executor-{dead}-{'c' * 12}")
+    made = [*left, *live, busy, os.path.join(busy, "c1-1")]
+    for folder in made:
+        os.mkdir(folder)
+    try:
+        async with LocalExecutor(tmp_path) as ex:
+            await ex.exec_cmd(Command.shell("true"))
+        assert [folder for folder in left if os.path.exists(folder)] == []
+        assert all(os.path.isdir(folder) for folder in live)
+        assert os.path.isdir(os.path.join(busy, "c1-1")), "a folder with a cgroup inside went"
+    finally:
+        for folder in reversed(made):
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(folder)

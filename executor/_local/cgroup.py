@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import signal
 import time
 import uuid
@@ -43,6 +44,7 @@ __all__ = [
     "executor_cgroups",
     "probe",
     "remove_cgroups",
+    "sweep",
 ]
 
 _LIMITED: Final = ("memory", "pids")
@@ -197,6 +199,9 @@ def executor_cgroups(support: CgroupSupport | None = None) -> dict[str, Any] | N
     support = support or probe()
     if not support.available:
         return None
+    for parent in (support.v2, *support.v1.values()):
+        if parent is not None:
+            sweep(parent)
     name = f"executor-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     config: dict[str, Any] = {"v1": {}, "home": {}, "v2_controllers": []}
     if support.v2 is not None:
@@ -227,6 +232,52 @@ def executor_cgroups(support: CgroupSupport | None = None) -> dict[str, Any] | N
     if "v2" not in config and not config["v1"]:
         return None
     return config
+
+
+def sweep(parent: str) -> list[str]:
+    """Remove the folders in `parent` that executors killed outright left behind; those removed.
+
+    An executor's supervisor removes its folders as it ends; one killed at
+    once (SIGKILL to its whole process group, the OOM killer) cannot, and
+    its empty folders would pile up on a long-lived host. A folder is taken
+    for such a one only if it has our name (`executor-PID-...`), its process
+    is gone, and it holds no folder of its own: a live executor's always
+    holds its idle shims' cgroups, so one whose process another PID
+    namespace hides is left alone. The kernel refuses to remove a cgroup
+    that still has a process in it.
+    """
+    removed = []
+    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+        for entry in entries:
+            match = _FOLDER.fullmatch(entry.name)
+            if match is None or not entry.is_dir(follow_symlinks=False):
+                continue
+            pid = int(match[1])
+            if pid == os.getpid() or _exists(pid):
+                continue
+            try:
+                with os.scandir(entry.path) as inside:
+                    if any(child.is_dir(follow_symlinks=False) for child in inside):
+                        continue
+                os.rmdir(entry.path)
+            except OSError:
+                continue
+            removed.append(entry.path)
+    return removed
+
+
+# An executor's folder: its process's pid, and a random part.
+_FOLDER: Final = re.compile(r"executor-([0-9]+)-[0-9a-f]{12}")
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's: it exists
+    return True
 
 
 def limits_enforced(config: dict[str, Any] | None) -> frozenset[str]:

@@ -36,6 +36,7 @@ from typing import Any, Final
 
 import attrs
 
+from executor._core.proc import proc_stat
 from executor._local import linux
 
 __all__ = [
@@ -253,7 +254,7 @@ def sweep(parent: str) -> list[str]:
             if match is None or not entry.is_dir(follow_symlinks=False):
                 continue
             pid = int(match[1])
-            if pid == os.getpid() or _exists(pid):
+            if pid == os.getpid() or proc_stat(pid) is not None:
                 continue
             try:
                 with os.scandir(entry.path) as inside:
@@ -268,16 +269,6 @@ def sweep(parent: str) -> list[str]:
 
 # An executor's folder: its process's pid, and a random part.
 _FOLDER: Final = re.compile(r"executor-([0-9]+)-[0-9a-f]{12}")
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # another user's: it exists
-    return True
 
 
 def limits_enforced(config: dict[str, Any] | None) -> frozenset[str]:

@@ -93,12 +93,12 @@ _POLL: Final = 0.01
 # quarter of a MiB stays in the caches the copy out runs through (a whole MiB
 # was slower, and 64 KiB paid its wakeups too often).
 _GATHER: Final = 1 << 18
-# The exit code a supervised command whose start failed is given, to be
-# known by (as a shell reports a program it cannot run).
-_START_FAILED: Final = 127
 # A flood's writes are a block or more each (a C library's stdio buffer, 4
 # or 8 KiB, or a program's own); a read of less is quiet output, not gathered.
 _GATHER_FROM: Final = 1 << 12
+# The exit code a supervised command whose start failed is given, to be
+# known by (as a shell reports a program it cannot run).
+_START_FAILED: Final = 127
 
 
 class _Readable:
@@ -765,9 +765,7 @@ class Supervisor:
             ours.close()
             os.close(gone)
             if reply[:1] == b"E":
-                report = marshal.loads(reply[1:])
-                code = int(report["errno"])
-                raise OSError(code, report["message"] or os.strerror(code))
+                raise _start_error(reply).error
             # The supervisor ended with the request: once more with a new one.
             if attempt or not _readable(self._pidfd):
                 raise ExecutorError("the supervisor ended while starting a command")
@@ -933,6 +931,14 @@ async def _abandon_start(control: socket.socket, gone: int, grace: float) -> Non
         await _end_through(lambda: (control.fileno(), gone), grace)
 
 
+def _start_error(report: bytes) -> StartFailed:
+    """A shim's report of a start that failed (`E` + its marshalled fields), as `StartFailed`."""
+    fields = marshal.loads(report[1:])
+    code = int(fields["errno"])
+    error = OSError(code, fields["message"] or os.strerror(code))
+    return StartFailed(error, str(fields.get("where", "exec")))
+
+
 async def _signal_supervised(spawned: Spawned, signal: int) -> None:
     """Send `signal` to a supervised command's process group, through its shim."""
     if spawned.status is not None and spawned.process.returncode is None:
@@ -960,10 +966,7 @@ async def _wait_supervised(spawned: Spawned, control: int) -> int:
             process.failed = True
             process.returncode = _START_FAILED
             if data[:1] == b"E":
-                report = marshal.loads(data[1:])
-                code = int(report["errno"])
-                error = OSError(code, report["message"] or os.strerror(code))
-                raise StartFailed(error, str(report.get("where", "exec")))
+                raise _start_error(data)
             raise ExecutorError("the supervisor ended while starting a command")
         if data[:1] == b"S" and len(data) >= 14:
             fields: tuple[int, int, bool] = struct.unpack("=iq?", data[1:14])
@@ -1249,7 +1252,10 @@ class ProcessRun:
             try:
                 self._status = await wait_exit(spawned)
             except (StartFailed, ExecutorError):
-                # Never started: nothing to end, and the error is the run's.
+                # Never started (a start given up on while its report was
+                # on its way): nothing to end, and the error is the run's.
+                if not (isinstance(spawned.process, Supervised) and spawned.process.failed):
+                    raise
                 self._status = _START_FAILED << 8
 
     async def _read(self, fd: int, kind: Callable[[bytes], Chunk]) -> None:

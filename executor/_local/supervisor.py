@@ -411,10 +411,10 @@ class _Cgroups:
         """
         if "v2" in self.hierarchies:
             return False
-        if self.usage is not None:
+        if self.usage is not None and self.memory is not None:
             try:
                 left = int(_read(self.usage) or "")
-                _write(self.memory or "", "0")
+                _write(self.memory, "0")
             except (OSError, ValueError):
                 return False
             if left > _REUSE_LEFT:

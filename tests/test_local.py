@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import random
@@ -567,26 +568,69 @@ async def test_a_flooding_pipe_is_enlarged_once_it_floods(
     assert max(len(block) for block in seen) > 1 << 16
 
 
-async def test_a_flood_of_small_writes_arrives_in_large_chunks(tmp_path: Path) -> None:
-    """`head -c` writes 8 KiB at a time; the reader gathers them into chunks of 256 KiB or so.
+def test_the_reader_gathers_the_writes_a_flood_brings_while_it_reads() -> None:
+    """A read that brings a block or more is followed by more, until the buffer or the pipe is done.
 
-    Read a wakeup at a time, such a flood reaches the sink in thousands of
-    chunks of a write or a few each (8,192 writes here); gathered until the
-    pipe is empty or 256 KiB have come, in a few hundred, every byte there
-    (a pipe that filled meanwhile is read whole: up to 1 MiB at once).
-    The bound, a mean of 32 KiB a chunk, leaves room for a crowded machine,
-    where the producer may find the pipe empty between its writes.
+    A reader racing its producer finds a write or two in the pipe at each
+    read; a pipe in packet mode (`O_DIRECT`) gives one write per read
+    whatever it holds, so it shows the same steps without the race: 80
+    writes of 4 KiB come as one chunk of 256 KiB (the buffer) and one of 64
+    KiB, in order, and a short write (a line) is taken alone.
+    """
+    from executor._local.process import _GATHER, _gather
+
+    read_end, write_end = os.pipe2(os.O_DIRECT | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        fcntl.fcntl(read_end, 1031, 1 << 20)  # F_SETPIPE_SZ: 256 packets
+        blocks = [bytes([n]) * 4096 for n in range(80)]
+        for block in blocks:
+            os.write(write_end, block)
+        view = memoryview(bytearray(_GATHER))
+        assert _gather(read_end, view) == (_GATHER, False)
+        assert bytes(view) == b"".join(blocks[:64])
+        assert _gather(read_end, view) == (16 * 4096, False)
+        assert bytes(view[: 16 * 4096]) == b"".join(blocks[64:])
+        with pytest.raises(BlockingIOError):
+            _gather(read_end, view)
+        os.write(write_end, b"line\n")
+        os.write(write_end, b"next\n")
+        assert _gather(read_end, view) == (5, False)
+        assert bytes(view[:5]) == b"line\n"
+        assert _gather(read_end, view) == (5, False)
+        assert bytes(view[:5]) == b"next\n"
+        os.close(write_end)
+        write_end = -1
+        assert _gather(read_end, view) == (0, True)
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+
+
+async def test_a_flood_that_comes_while_the_sink_is_busy_arrives_in_large_chunks(
+    tmp_path: Path,
+) -> None:
+    """`head -c` writes 8 KiB at a time; what piles up while the sink works comes as one chunk.
+
+    The sink takes a millisecond a chunk, in which the producer fills the
+    pipe (enlarged to 1 MiB as it floods) with dozens of writes: each next
+    chunk is what the pipe holds, up to 1 MiB, not a write at a time, and
+    every byte is there.
     """
     size = 64 << 20
     seen: list[int] = []
+
+    def sink(chunk: Chunk) -> None:
+        seen.append(len(chunk.data))
+        time.sleep(0.001)
+
     async with LocalExecutor(tmp_path) as ex:
         output = await ex.exec_cmd_streaming(
-            Command.exec(["head", "-c", str(size), "/dev/zero"]),
-            lambda chunk: seen.append(len(chunk.data)),
+            Command.exec(["head", "-c", str(size), "/dev/zero"]), sink
         )
     assert output.exit_code == 0
     assert sum(seen) == size
-    assert len(seen) <= size // (32 << 10), f"{len(seen)} chunks, {size // len(seen)} bytes each"
+    assert len(seen) <= size // (64 << 10), f"{len(seen)} chunks, {size // len(seen)} bytes each"
     assert max(seen) <= 1 << 20
 
 

@@ -740,3 +740,45 @@ async def test_a_program_is_found_on_the_commands_own_path(tmp_path: Path) -> No
             await ex.exec_cmd(Command.exec(["say-found"]))
     assert found.stdout == b"found\n"
     assert caught.value.output.exit_code == 127
+
+
+async def test_a_start_not_waited_for_is_reported_once_with_its_pid(tmp_path: Path) -> None:
+    """A run's start (`wait=False`) gets one report from its shim: the status, with the pid.
+
+    The shim sends no start report then, so the executor's process wakes once
+    for a short command, not twice; the pid still comes, and is the
+    command's own (it prints it). Then the socket ends, with the tree.
+    """
+    import struct
+
+    from executor._local.process import Supervisor
+
+    supervisor = Supervisor()
+    try:
+        spawned = await supervisor.spawn(
+            ["sh", "-c", "echo $$"],
+            cwd=str(tmp_path),
+            env=dict(os.environ),
+            tag="t",
+            stdin=False,
+            wait=False,
+        )
+        assert spawned.pid == 0  # not known until the report
+        control = spawned.status
+        assert control is not None
+        reports = []
+        with anyio.fail_after(10):
+            while True:
+                await anyio.wait_readable(control)
+                report = os.read(control, 4096)
+                if not report:
+                    break
+                reports.append(report)
+            await anyio.wait_readable(spawned.stdout)
+        printed = int(os.read(spawned.stdout, 100))
+        assert [report[:1] for report in reports] == [b"S"]
+        status, _, timed_out, pid = struct.unpack("=iq?i", reports[0][1:18])
+        assert (os.waitstatus_to_exitcode(status), timed_out, pid) == (0, False, printed)
+        spawned.close()
+    finally:
+        await supervisor.aclose(0.1)

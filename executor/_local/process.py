@@ -672,7 +672,8 @@ class Supervisor:
 
         With `wait=False` it returns once the shim has the request, before
         the command has started: its pid is 0 until `wait_exit` reads the
-        shim's report, and a start that fails raises `StartFailed` there.
+        shim's report of its end (the shim sends no start report then), and a
+        start that fails raises `StartFailed` there.
         The caller's own setup (a `ProcessRun`'s readers) then runs while
         the shim wakes and starts the command, and its process wakes once
         for the command, not also for its start.
@@ -703,6 +704,8 @@ class Supervisor:
                 "pty": pty,
                 "timeout": timeout,
                 "grace": kill_grace,
+                # Not waited for: no start report, the pid comes with the status.
+                "report": wait,
             }
         )
         started = boot_clock()
@@ -958,23 +961,19 @@ async def _wait_supervised(spawned: Spawned, control: int) -> int:
             continue
         except OSError:
             data = b""
-        if not process.pid:
-            # Started with `wait=False`: the shim's start report comes first.
-            if data[:1] == b"P" and len(data) >= 5:
-                process.pid = struct.unpack("i", data[1:5])[0]
-                continue
-            process.failed = True
-            process.returncode = _START_FAILED
-            if data[:1] == b"E":
-                raise _start_error(data)
-            raise ExecutorError("the supervisor ended while starting a command")
-        if data[:1] == b"S" and len(data) >= 14:
-            fields: tuple[int, int, bool] = struct.unpack("=iq?", data[1:14])
-            status, peak, process.timed_out = fields
+        if data[:1] == b"S" and len(data) >= 18:
+            fields: tuple[int, int, bool, int] = struct.unpack("=iq?i", data[1:18])
+            status, peak, process.timed_out, process.pid = fields
             process.memory_peak = peak if peak >= 0 else None
             break
+        if data[:1] == b"E" and not process.pid:
+            # Started with `wait=False`: the shim reports only a start that failed.
+            process.failed = True
+            process.returncode = _START_FAILED
+            raise _start_error(data)
         if not data:
-            # The shim was killed before it could report (by us, with the tree).
+            # The shim was killed before it could report (by us, with the
+            # tree; or, not waited for, maybe before the command started).
             status = signals.SIGKILL
             break
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -1224,6 +1223,11 @@ class ProcessRun:
         past the drain period the readers are stopped, but only while they
         wait for data, never while the sink has a chunk.
         """
+        if not self._readers and not self._emitting:
+            # Both pipes ended before the exit was read (a short command):
+            # nothing to wait for, and no trip through the event loop.
+            self._stopping = True
+            return
         with anyio.move_on_after(self._drain_timeout):
             await self._readers_done.wait()
         self._stopping = True
@@ -1287,7 +1291,9 @@ class ProcessRun:
         allowance = _PIPE_SIZE
         last_call: float | None = None
         waited = True
-        drained = False
+        # The pipe is new (the command may not have started yet): the first
+        # step waits, rather than read only to be told EAGAIN.
+        drained = True
         ended = False
         # Whether the last step brought a full buffer's worth, and what the
         # pipe then holds (asked only then: quiet output costs no ioctl).

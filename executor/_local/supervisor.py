@@ -13,8 +13,9 @@ process the command starts, and every orphan among them (a double-forked
 daemon, `setsid`, `env -i`, `nohup`, `disown`), has the shim as an ancestor
 until it is reaped: nothing can leave the tree. The shim spawns the command
 (in a session of its own, in its cgroup when there is one),
-tells the executor its pid on the command's control socket, reports the
-leader's wait status there when it exits, and closes the write end of the
+tells the executor its pid on the command's control socket (unless the
+request says not to), reports the leader's wait status there when it
+exits (with its pid), and closes the write end of the
 command's `gone` pipe (the executor's, sent with the request) once the
 whole tree is gone (the pipe also closes if the shim dies). Then it tidies
 up (the command's cgroups removed, the next command's made and joined) and
@@ -640,10 +641,13 @@ class _Shim:
             if timeout is not None:
                 self.term_at = time.monotonic() + timeout
                 self.grace = float(request.get("grace") or 0.0)
-            # The executor waits for this: the rest of the start comes after.
-            # If it gave up on it, the tree runs until it ends or is killed.
-            with contextlib.suppress(OSError):
-                self.ctl.send(b"P" + struct.pack("i", self.leader))
+            if request.get("report", True):
+                # The executor waits for this: the rest of the start comes after.
+                # If it gave up on it, the tree runs until it ends or is killed.
+                # One that did not wait (a run: `report` false) learns the pid
+                # with the status, and is woken once for the command, not twice.
+                with contextlib.suppress(OSError):
+                    self.ctl.send(b"P" + struct.pack("i", self.leader))
             with contextlib.suppress(OSError):
                 os.chdir("/")
             for fd in fds[:3]:
@@ -776,7 +780,9 @@ class _Shim:
                 self.term_at = None  # a leader that exited in time is not timed out
                 if self.ctl is not None:
                     with contextlib.suppress(OSError):
-                        self.ctl.send(b"S" + struct.pack("=iq?", status, peak, self.timed_out))
+                        self.ctl.send(
+                            b"S" + struct.pack("=iq?i", status, peak, self.timed_out, pid)
+                        )
                 reported = True
 
     def _leave(self) -> None:

@@ -197,34 +197,41 @@ async def test_drain_is_bounded_under_a_chatty_background_child(ex: LocalExecuto
 @pytest.mark.parametrize(
     "flood", ["head -c 200M /dev/zero", "yes | head -c 200M", "yes & echo started"]
 )
-async def test_a_flood_lets_other_tasks_run_between_its_chunks(
-    ex: LocalExecutor, flood: str
+@pytest.mark.parametrize("slow_sink", [False, True], ids=["sink", "slow sink"])
+async def test_a_flood_lets_other_tasks_run_while_it_lasts(
+    ex: LocalExecutor, flood: str, slow_sink: bool
 ) -> None:
     """Output that never lets the pipe run dry still yields to the event loop.
 
     Reads that never block never reach the event loop on their own: the drain's
     timer, the other reader and every other task of the program would wait for
     the flood to end (under load a chatty background child held the call for
-    seconds). A reader lets the loop in after each chunk that came without a
-    wait, so a task looping on checkpoints sees at most three chunks (one reader:
-    the chunk that followed a wait, the next, and one more in the next round) go
-    by between two of its turns.
+    seconds). A reader lets the loop in at least every millisecond of a flood:
+    a task looping on checkpoints gets many turns while 200 MB go by (one at
+    the first wait and one at the end were all it had before); and where each
+    sink call takes a millisecond, a turn follows every chunk, so at most
+    three chunks (one reader: the chunk that followed a wait, the next, and
+    one more in the next round) go by between two of its turns.
     """
     since_turn = 0
     most = 0
     chunks = 0
+    turns = 0
     running = True
 
     def sink(chunk: Chunk) -> None:
         nonlocal since_turn, chunks
         since_turn += 1
         chunks += 1
+        if slow_sink:
+            time.sleep(0.0011)
 
     async def other_task() -> None:
-        nonlocal since_turn, most
+        nonlocal since_turn, most, turns
         while running:
             most = max(most, since_turn)
             since_turn = 0
+            turns += 1
             await anyio.lowlevel.checkpoint()
 
     async with anyio.create_task_group() as tasks:
@@ -232,7 +239,11 @@ async def test_a_flood_lets_other_tasks_run_between_its_chunks(
         await ex.exec_cmd_streaming(Command.shell(flood), sink)
         running = False
     assert chunks > 20, "the command did not flood its pipe"
-    assert most <= 3, f"{most} chunks went by without the event loop running"
+    if slow_sink:
+        assert most <= 3, f"{most} chunks went by without the event loop running"
+    else:
+        # 200 MB take 40 ms or more at the fastest pipes here: 20 turns at least.
+        assert turns >= 10, f"the loop ran {turns} times while {chunks} chunks went by"
 
 
 async def test_command_timeout_wins_over_default(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ through `ProcessRun`, so the guarantees hold everywhere:
   background child that holds stdout open cannot make a finished command hang;
 - pipes are read into a reused buffer, one copy out per chunk, with the
   descriptor kept registered with the loop (asyncio) between reads;
-- a flood of output still lets the event loop run between its chunks.
+- a flood of output still lets the event loop run, at least every millisecond.
 """
 
 from __future__ import annotations
@@ -93,6 +93,12 @@ _POLL: Final = 0.01
 # quarter of a MiB stays in the caches the copy out runs through (a whole MiB
 # was slower, and 64 KiB paid its wakeups too often).
 _GATHER: Final = 1 << 18
+# How long a flood's reader may go on without letting the event loop in. A
+# trip through the loop per chunk cost a tenth of a flood's pace (a quarter
+# of a MiB of `head -c` is read in about 60 µs); a millisecond keeps what
+# else runs (the other reader, the drain's timer, other commands, a
+# cancellation) as prompt as one slow sink call would.
+_FLOOD_TURN: Final = 0.001
 # A flood's writes are a block or more each (a C library's stdio buffer, 4
 # or 8 KiB, or a program's own); a read of less is quiet output, not gathered.
 _GATHER_FROM: Final = 1 << 12
@@ -1299,6 +1305,8 @@ class ProcessRun:
         # pipe then holds (asked only then: quiet output costs no ioctl).
         flooding = False
         queued = array.array("i", [0])
+        # When a flood's reader next lets the loop in.
+        next_turn = 0.0
         try:
             while allowance > 0 and not ended:
                 if drained and not self._stopping:
@@ -1350,8 +1358,14 @@ class ProcessRun:
                         return
                 # Data that came without a wait is a flood: reads would never
                 # block, so the loop must be let in (the drain's timer, the other
-                # reader, other commands) before the next read.
-                flood = not waited
+                # reader, other commands) before the next read, at least every
+                # `_FLOOD_TURN`.
+                flood = False
+                if not waited:
+                    clock = time.monotonic()
+                    flood = clock >= next_turn
+                    if flood:
+                        next_turn = clock + _FLOOD_TURN
                 waited = False
                 self._emitting += 1
                 try:

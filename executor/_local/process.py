@@ -95,7 +95,7 @@ _POLL: Final = 0.01
 _GATHER: Final = 1 << 18
 # How long a flood's reader may go on without letting the event loop in. A
 # trip through the loop per chunk cost a tenth of a flood's pace (a quarter
-# of a MiB of `head -c` is read in about 60 µs); a millisecond keeps what
+# of a MiB of `head -c` is read in about 70 µs); a millisecond keeps what
 # else runs (the other reader, the drain's timer, other commands, a
 # cancellation) as prompt as one slow sink call would.
 _FLOOD_TURN: Final = 0.001

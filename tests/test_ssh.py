@@ -482,6 +482,19 @@ def test_import_does_not_load_asyncssh() -> None:
     assert result.stdout == b"False\n"
 
 
+def test_loading_asyncssh_warns_of_nothing() -> None:
+    """The first connection's import of asyncssh says nothing, also where warnings are errors.
+
+    cryptography 51 warns that DSA is deprecated when asyncssh's import
+    touches it: every program would print that at its first connection.
+    """
+    code = "import executor._ssh.remote"
+    result = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, check=False
+    )
+    assert (result.returncode, result.stderr) == (0, b"")
+
+
 # --- sessions ------------------------------------------------------------------------
 
 

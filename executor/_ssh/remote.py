@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import warnings
 from collections.abc import Callable
 from typing import Final
 
-import asyncssh
+with warnings.catch_warnings():
+    # cryptography 51 deprecates DSA, which asyncssh's import touches (for
+    # its DSA keys): a warning at every program's first connection that says
+    # nothing of the program, and an error where warnings are errors. Only
+    # that warning, raised in asyncssh, during its import.
+    warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh(\.|$)")
+    import asyncssh
 
 from executor._core.output import Chunk, Stderr, Stdout
 

@@ -126,12 +126,19 @@ class _Readable:
             self._loop = None
         self._waiting: asyncio.Future[None] | None = None
         self._registered = False
+        # Under other loops: the scope of the wait under way, for `interrupt`.
+        self._scope: anyio.CancelScope | None = None
+        self._interrupted = False
 
     async def wait(self) -> None:
-        """Return once the descriptor is readable (or cancelled)."""
+        """Return once the descriptor is readable, or `interrupt` was called (or cancelled)."""
+        if self._interrupted:
+            return
         loop = self._loop
         if loop is None:
-            await anyio.wait_readable(self._fd)
+            with anyio.CancelScope() as self._scope:
+                await anyio.wait_readable(self._fd)
+            self._scope = None
             return
         if not self._registered:
             loop.add_reader(self._fd, self._ready)
@@ -147,6 +154,14 @@ class _Readable:
             self.close()
         elif not self._waiting.done():
             self._waiting.set_result(None)
+
+    def interrupt(self) -> None:
+        """Make the wait under way, and every later one, return at once."""
+        self._interrupted = True
+        if self._waiting is not None and not self._waiting.done():
+            self._waiting.set_result(None)
+        if self._scope is not None:
+            self._scope.cancel()
 
     def close(self) -> None:
         """Take the descriptor off the loop (before it is closed)."""
@@ -1163,9 +1178,8 @@ class ProcessRun:
         self._status: int | None = None
         self._readers = 2
         self._readers_done = anyio.Event()
-        # Chunks being handed to the sink; the drain never cancels one midway.
-        self._emitting = 0
-        self._emitted: anyio.Event | None = None
+        # The readers' waits, which the drain's end interrupts.
+        self._waiters: list[_Readable] = []
         self._stopping = False
 
     async def run(self) -> CommandOutput:
@@ -1226,10 +1240,13 @@ class ProcessRun:
         """After the exit, give the readers `drain_timeout` to reach the end of the pipes.
 
         A background process may hold the pipes open for as long as it lives;
-        past the drain period the readers are stopped, but only while they
-        wait for data, never while the sink has a chunk.
+        past the drain period the readers wait no more, but still take what
+        the pipes hold: the command's last words, which a loop too busy to
+        read them within the drain period (many commands at once, a stalled
+        machine) sees after the exit. A background child that writes on gets
+        one more drain period and a pipe's worth (see `_read`).
         """
-        if not self._readers and not self._emitting:
+        if not self._readers:
             # Both pipes ended before the exit was read (a short command):
             # nothing to wait for, and no trip through the event loop.
             self._stopping = True
@@ -1237,12 +1254,12 @@ class ProcessRun:
         with anyio.move_on_after(self._drain_timeout):
             await self._readers_done.wait()
         self._stopping = True
+        for waiter in self._waiters:
+            waiter.interrupt()
         # After a normal exit a busy sink is the caller's own backpressure and
         # is waited for; after a timeout it gets one more drain period.
         with anyio.move_on_after(self._drain_timeout if timed_out else math.inf):
-            while self._emitting:
-                self._emitted = anyio.Event()
-                await self._emitted.wait()
+            await self._readers_done.wait()
 
     async def _kill(self) -> None:
         """Kill the whole tree and reap the child (call through `run_to_completion`)."""
@@ -1284,6 +1301,7 @@ class ProcessRun:
         buffer = bytearray(_FIRST_READ)
         view = memoryview(buffer)
         waiter = _Readable(fd)
+        self._waiters.append(waiter)
         try:
             capacity = fcntl.fcntl(fd, _F_GETPIPE_SZ)
         except OSError:
@@ -1349,13 +1367,17 @@ class ProcessRun:
                     grow = False  # tried once: a refusal stands for this pipe
                     with contextlib.suppress(OSError):
                         capacity = fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
+                # Past the drain period, what a background child writes gets one
+                # more: the first chunk read after it is the last, passed on all
+                # the same (nothing read is dropped).
+                last = False
                 if self._stopping:
                     allowance -= size
                     now = anyio.current_time()
                     if last_call is None:
                         last_call = now + self._drain_timeout
-                    elif now > last_call:
-                        return
+                    else:
+                        last = now > last_call
                 # Data that came without a wait is a flood: reads would never
                 # block, so the loop must be let in (the drain's timer, the other
                 # reader, other commands) before the next read, at least every
@@ -1367,19 +1389,14 @@ class ProcessRun:
                     if flood:
                         next_turn = clock + _FLOOD_TURN
                 waited = False
-                self._emitting += 1
-                try:
-                    await self._emit(kind(data))
-                    if flood:
-                        # Counted as emitting, so the drain waits for it (after a
-                        # timeout, one more drain period at most); the chunk is
-                        # delivered already, so a cancellation here cuts nothing.
-                        await anyio.lowlevel.checkpoint()
-                finally:
-                    self._emitting -= 1
-                    if not self._emitting and self._emitted is not None:
-                        self._emitted.set()
+                await self._emit(kind(data))
+                if last:
+                    return
+                if flood:
+                    # The chunk is delivered already: a cancellation here cuts nothing.
+                    await anyio.lowlevel.checkpoint()
         finally:
+            self._waiters.remove(waiter)
             waiter.close()
             view.release()
             self._readers -= 1

@@ -197,53 +197,52 @@ async def test_drain_is_bounded_under_a_chatty_background_child(ex: LocalExecuto
 @pytest.mark.parametrize(
     "flood", ["head -c 200M /dev/zero", "yes | head -c 200M", "yes & echo started"]
 )
-@pytest.mark.parametrize("slow_sink", [False, True], ids=["sink", "slow sink"])
+@pytest.mark.parametrize(("sink_time", "most_chunks"), [(0.00025, 8), (0.0011, 3)])
 async def test_a_flood_lets_other_tasks_run_while_it_lasts(
-    ex: LocalExecutor, flood: str, slow_sink: bool
+    tmp_path: Path, flood: str, sink_time: float, most_chunks: int
 ) -> None:
     """Output that never lets the pipe run dry still yields to the event loop.
 
     Reads that never block never reach the event loop on their own: the drain's
     timer, the other reader and every other task of the program would wait for
     the flood to end (under load a chatty background child held the call for
-    seconds). A reader lets the loop in at least every millisecond of a flood:
-    a task looping on checkpoints gets many turns while 200 MB go by (one at
-    the first wait and one at the end were all it had before); and where each
-    sink call takes a millisecond, a turn follows every chunk, so at most
-    three chunks (one reader: the chunk that followed a wait, the next, and
-    one more in the next round) go by between two of its turns.
+    seconds). A reader lets the loop in at least every millisecond of a flood.
+    The sink takes a while with each chunk, so that the pipe stays full and
+    every read is a flood's: a quarter of a millisecond lets at most four or
+    five chunks go by between two turns of a task looping on checkpoints
+    (eight allowed; a machine slower than that only makes them fewer), and
+    a millisecond or more gives it a turn after every chunk (at most three:
+    the chunk that followed a wait, the next, and one more in the next round).
+    A reader that never let the loop in would let hundreds go by.
     """
     since_turn = 0
     most = 0
     chunks = 0
-    turns = 0
     running = True
 
     def sink(chunk: Chunk) -> None:
         nonlocal since_turn, chunks
         since_turn += 1
         chunks += 1
-        if slow_sink:
-            time.sleep(0.0011)
+        time.sleep(sink_time)
 
     async def other_task() -> None:
-        nonlocal since_turn, most, turns
+        nonlocal since_turn, most
         while running:
             most = max(most, since_turn)
             since_turn = 0
-            turns += 1
             await anyio.lowlevel.checkpoint()
 
-    async with anyio.create_task_group() as tasks:
+    # A drain period long enough for `yes &`'s flood to bring many chunks.
+    async with (
+        LocalExecutor(tmp_path, drain_timeout=0.5) as ex,
+        anyio.create_task_group() as tasks,
+    ):
         tasks.start_soon(other_task)
         await ex.exec_cmd_streaming(Command.shell(flood), sink)
         running = False
     assert chunks > 20, "the command did not flood its pipe"
-    if slow_sink:
-        assert most <= 3, f"{most} chunks went by without the event loop running"
-    else:
-        # 200 MB take 40 ms or more at the fastest pipes here: 20 turns at least.
-        assert turns >= 10, f"the loop ran {turns} times while {chunks} chunks went by"
+    assert most <= most_chunks, f"{most} chunks went by without the event loop running"
 
 
 async def test_command_timeout_wins_over_default(tmp_path: Path) -> None:
@@ -374,29 +373,40 @@ async def test_concurrent_commands(ex: LocalExecutor) -> None:
     assert results == {i: f"{i}\n".encode() for i in range(100)}
 
 
+@pytest.mark.parametrize("size", [0, 500_000], ids=["a line", "half a MB"])
 async def test_what_a_command_wrote_is_read_however_late_the_loop_gets_to_it(
-    tmp_path: Path,
+    tmp_path: Path, size: int
 ) -> None:
-    """A drain period that ends before a busy loop reads a command's last words cuts nothing.
+    """A drain period that ends before a busy loop reads a command's output cuts none of it.
 
     With many commands at once the loop may see a command's exit before its
     output, and the drain period may end before its readers' turn (a drain
     of 0 makes that the rule, a stalled machine the exception): the readers
-    then take what the pipes hold, where they were stopped while they waited
-    and about a sixth of these commands lost their output.
+    then take all that the pipes hold. They were stopped while they waited
+    (about a sixth of these `echo`s came back empty), and then, woken, read
+    two chunks only (a fifth of the half MBs came back short under trio).
     """
+    script = f"head -c {size} /dev/zero; " if size else ""
+    results: dict[int, tuple[int, bytes, bytes]] = {}
+
+    async def one(ex: LocalExecutor, i: int) -> None:
+        output = await ex.exec_cmd(Command.shell(f"{script}echo {i}; echo e{i} >&2"))
+        results[i] = len(output.stdout), output.stdout[-8:], output.stderr
+
     async with LocalExecutor(tmp_path, drain_timeout=0) as ex:
         for _ in range(3):
-            results: dict[int, tuple[bytes, bytes]] = {}
-
-            async def one(i: int) -> None:
-                output = await ex.exec_cmd(Command.shell(f"echo {i}; echo e{i} >&2"))
-                results[i] = output.stdout, output.stderr
-
+            results.clear()
             async with anyio.create_task_group() as tasks:
-                for i in range(50):
-                    tasks.start_soon(one, i)
-            assert results == {i: (f"{i}\n".encode(), f"e{i}\n".encode()) for i in range(50)}
+                for i in range(60):
+                    tasks.start_soon(one, ex, i)
+            assert results == {
+                i: (
+                    size + len(f"{i}\n"),
+                    (b"\0" * size + f"{i}\n".encode())[-8:],
+                    f"e{i}\n".encode(),
+                )
+                for i in range(60)
+            }
 
 
 async def test_missing_current_dir(ex: LocalExecutor) -> None:

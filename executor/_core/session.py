@@ -88,8 +88,8 @@ class ProcessSession(AsyncChunks[SessionChunk], abc.ABC):
     """
 
     # Whether `_offer` lets the reader run after handing a chunk over. A backend
-    # whose own reading already lets the event loop in after each chunk of a
-    # flood sets it False, so a chunk does not pay for two trips.
+    # whose own reading already lets the event loop in often during a flood
+    # sets it False, so a chunk does not pay for two trips.
     _offer_yields = True
 
     def __init__(

@@ -99,6 +99,9 @@ _GATHER: Final = 1 << 18
 # else runs (the other reader, the drain's timer, other commands, a
 # cancellation) as prompt as one slow sink call would.
 _FLOOD_TURN: Final = 0.001
+# After a timeout, how long the readers have at least, past the drain
+# period, to take what the pipes hold.
+_LAST_LOOK: Final = 0.05
 # A flood's writes are a block or more each (a C library's stdio buffer, 4
 # or 8 KiB, or a program's own); a read of less is quiet output, not gathered.
 _GATHER_FROM: Final = 1 << 12
@@ -114,7 +117,9 @@ class _Readable:
     reads and waits again (`anyio.wait_readable` adds it to epoll and
     removes it at every wait); it is taken off only when it turns readable
     while nobody waits (a busy sink), so the loop never spins on it. Under
-    other loops (trio) this is `anyio.wait_readable`.
+    other loops (trio) this is `anyio.wait_readable`, in a cancel scope of
+    its own. `interrupt` ends the wait under way and every later one (the
+    drain period is over: the reader takes what the pipe holds and stops).
     """
 
     def __init__(self, fd: int) -> None:
@@ -1256,9 +1261,12 @@ class ProcessRun:
         self._stopping = True
         for waiter in self._waiters:
             waiter.interrupt()
-        # After a normal exit a busy sink is the caller's own backpressure and
-        # is waited for; after a timeout it gets one more drain period.
-        with anyio.move_on_after(self._drain_timeout if timed_out else math.inf):
+        # The readers now take what the pipes hold, without waiting. After a
+        # normal exit a busy sink is the caller's own backpressure and is
+        # waited for; after a timeout the readers get one more drain period
+        # (and at least `_LAST_LOOK`, to take their look at all).
+        bound = max(self._drain_timeout, _LAST_LOOK) if timed_out else math.inf
+        with anyio.move_on_after(bound):
             await self._readers_done.wait()
 
     async def _kill(self) -> None:
@@ -1314,6 +1322,9 @@ class ProcessRun:
         # that keeps writing gets one more drain period and one pipe's worth.
         allowance = _PIPE_SIZE
         last_call: float | None = None
+        # What the pipe held at the reader's first look past the drain period:
+        # written before, so read whatever the limits above say.
+        owed: int | None = None
         waited = True
         # The pipe is new (the command may not have started yet): the first
         # step waits, rather than read only to be told EAGAIN.
@@ -1367,17 +1378,26 @@ class ProcessRun:
                     grow = False  # tried once: a refusal stands for this pipe
                     with contextlib.suppress(OSError):
                         capacity = fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
-                # Past the drain period, what a background child writes gets one
-                # more: the first chunk read after it is the last, passed on all
-                # the same (nothing read is dropped).
+                # Past the drain period, what the pipe held at the first look is
+                # all read; what comes after it (a background child writing on)
+                # gets a pipe's worth and one more drain period: the first chunk
+                # read after that is the last, passed on all the same (nothing
+                # read is dropped).
                 last = False
                 if self._stopping:
-                    allowance -= size
-                    now = anyio.current_time()
-                    if last_call is None:
-                        last_call = now + self._drain_timeout
+                    if owed is None:
+                        owed = _pending(fd, queued)
+                        beyond = 0
                     else:
-                        last = now > last_call
+                        beyond = size - min(owed, size)
+                        owed -= size - beyond
+                    if beyond:
+                        allowance -= beyond
+                        now = anyio.current_time()
+                        if last_call is None:
+                            last_call = now + self._drain_timeout
+                        else:
+                            last = now > last_call
                 # Data that came without a wait is a flood: reads would never
                 # block, so the loop must be let in (the drain's timer, the other
                 # reader, other commands) before the next read, at least every
@@ -1434,6 +1454,15 @@ class ProcessRun:
         finally:
             os.close(fd)
             self._spawned.stdin = None
+
+
+def _pending(fd: int, queued: array.array[int]) -> int:
+    """How many bytes the pipe (or pty) `fd` holds; 0 if it cannot say."""
+    try:
+        fcntl.ioctl(fd, termios.FIONREAD, queued)
+    except OSError:
+        return 0
+    return queued[0]
 
 
 def _gather(fd: int, view: memoryview) -> tuple[int, bool]:

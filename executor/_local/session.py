@@ -27,7 +27,10 @@ __all__ = ["LocalSession"]
 class LocalSession(ProcessSession):
     """A session of a process on this machine: pipes or a pty, and `ProcessRun`'s lifecycle."""
 
-    # ProcessRun's reader lets the loop in after each chunk that came without a wait.
+    # ProcessRun's reader lets the loop in at least every millisecond of a
+    # flood, and a full chunk buffer makes it wait: a trip per chunk besides
+    # measured no faster (`bench_sessions.py`, 0.92-1.06x `exec_cmd_streaming`
+    # either way).
     _offer_yields = False
 
     def __init__(

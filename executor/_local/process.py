@@ -1389,8 +1389,8 @@ class ProcessRun:
                         owed = _pending(fd, queued)
                         beyond = 0
                     else:
-                        beyond = size - min(owed, size)
-                        owed -= size - beyond
+                        beyond = max(size - owed, 0)
+                        owed = max(owed - size, 0)
                     if beyond:
                         allowance -= beyond
                         now = anyio.current_time()

@@ -305,9 +305,11 @@ async def test_read_only_serves_the_read_only_tools(tmp_path: Path) -> None:
             assert listed_tool.annotations.read_only_hint
         read = await client.call_tool("read_file", {"path": "a.txt"})
         assert text_of(read) == "     1\talpha\n[lines 1-1 of 1]"
-        refused = await client.call_tool("write_file", {"path": "a.txt", "content": "x"})
-        assert refused.is_error
-        assert "no tool 'write_file'" in text_of(refused)
+        # A tool not offered is a protocol error (-32602), as the spec lists it.
+        with pytest.raises(mcp.MCPError) as refused:
+            await client.call_tool("write_file", {"path": "a.txt", "content": "x"})
+        assert refused.value.code == mcp_types.INVALID_PARAMS
+        assert "Unknown tool: 'write_file'" in refused.value.message
     assert (tmp_path / "a.txt").read_text() == "alpha\n"
 
 
@@ -344,11 +346,18 @@ async def test_approval_through_elicitation(tmp_path: Path, mode: str) -> None:
     ]
     assert not (tmp_path / "no.txt").exists()
     assert (tmp_path / "notes.txt").read_text() == "yes, final\n"
-    if mode == "auto":  # the same check in either era; one server start is enough
-        async with Client(params, mode=mode) as client:
-            unasked = await client.call_tool("run", {"command": "echo yes"})
+    async with Client(params, mode=mode) as client:
+        if mode == "auto":
+            # 2026-07-28: a protocol error naming the capability the client lacks.
+            with pytest.raises(mcp.MCPError) as unable:
+                await client.call_tool("run", {"command": "echo yes > unasked.txt"})
+            assert unable.value.code == mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY
+            assert unable.value.data == {"requiredCapabilities": {"elicitation": {}}}
+        else:
+            unasked = await client.call_tool("run", {"command": "echo yes > unasked.txt"})
             assert unasked.is_error
             assert "does not support elicitation" in text_of(unasked)
+    assert not (tmp_path / "unasked.txt").exists()
 
 
 def test_bad_configuration_is_named(tmp_path: Path) -> None:

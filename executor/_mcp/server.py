@@ -22,11 +22,14 @@ command its `exit_code`, `signal`, `stdout`, `stderr` and `duration`;
 - Approval (`Approval` in the executor's chain, with `elicitation_approver`
   as its approver) asks the client through MCP elicitation: a server-to-client
   `elicitation/create` request on protocol versions up to 2025-11-25, an
-  `InputRequiredResult` the client answers and retries with on 2026-07-28. A
-  client that cannot elicit gets a refusal saying so (it fails closed).
+  `InputRequiredResult` the client answers and retries with on 2026-07-28,
+  its `request_state` sealed and bound to the call (see `_Call`). A client
+  that cannot elicit is refused (it fails closed): error -32021 on
+  2026-07-28, a `denied` result on the handshake era.
+- A tool the server does not offer is error -32602, as the spec lists it.
 - `run_stdio()` serves one client on stdin and stdout; `run_http()` serves
   streamable HTTP on 127.0.0.1, each request needing `Authorization: Bearer
-  <token>`.
+  <token>` (the scheme in any case).
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ import contextvars
 import hashlib
 import hmac
 import json
+import secrets
 import socket
+import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -84,36 +89,102 @@ def _require_mcp() -> None:
         raise ImportError(_INSTALL_HINT) from error
 
 
+# How long a person has to answer an approval (2026-07-28): the sealed state expires then.
+APPROVAL_TTL = 600.0
+# At most this many spent states are remembered; past it the oldest are forgotten early,
+# which costs nothing: a state older than the TTL is refused by its expiry anyway.
+_SPENT_LIMIT = 100_000
+
+
+class _StateError(Exception):
+    """A `request_state` or `input_responses` this server must refuse (-32602)."""
+
+
+class _Spent:
+    """The ids of request states already used, each held until its state has expired.
+
+    The sealed state is bound to the tool, its arguments and the principal,
+    but a client could send the same sealed state twice; the second use is
+    refused here, so one person's yes runs the command once.
+    """
+
+    def __init__(self, ttl: float) -> None:
+        self._ttl = ttl
+        self._seen: dict[str, float] = {}
+
+    def spend(self, state_id: str) -> bool:
+        """Mark `state_id` used; False if it was used before."""
+        now = time.monotonic()
+        if len(self._seen) >= _SPENT_LIMIT or (
+            self._seen and next(iter(self._seen.values())) < now
+        ):
+            self._seen = {key: until for key, until in self._seen.items() if until >= now}
+            while len(self._seen) >= _SPENT_LIMIT:
+                del self._seen[next(iter(self._seen))]
+        if state_id in self._seen:
+            return False
+        self._seen[state_id] = now + self._ttl
+        return True
+
+
 @attrs.define(eq=False)
 class _Call:
-    """The MCP request a tool call serves: what the approver needs to ask its client."""
+    """The MCP request a tool call serves: what the approver needs to ask its client.
+
+    On 2026-07-28 an approval takes rounds: the call returns the question in an
+    `InputRequiredResult`, and the client retries with the answer in
+    `input_responses` and this server's `request_state`. That state arrives
+    here already verified: `RequestStateBoundary` sealed it (AES-GCM under a
+    key of this process, bound to the tool, a digest of its arguments, the
+    principal and an expiry) and refuses a state that fails verification
+    before this code runs. What it holds is ours: the questions the last
+    round asked (`asked`), the answers taken so far (`answered`) and an id
+    that is spent on first use.
+    """
 
     ctx: ServerRequestContext[Any, Any]
     params: mcp_types.CallToolRequestParams
     pending: dict[str, Any] = attrs.Factory(dict)
-    # Answers of earlier rounds (2026-07-28), carried in `request_state`: a call that
-    # asks twice (a read, then a write) gets each answer once, not the last round's only.
+    # Answers of earlier rounds: a call that asks twice (a read, then a write)
+    # gets each answer once, not the last round's only.
     answered: dict[str, bool] = attrs.Factory(dict)
+    # The questions the previous round asked: the only ones an answer is taken for.
+    asked: frozenset[str] = frozenset()
+    # Set when the client cannot be asked (2026-07-28: a protocol error, not a refusal).
+    missing_elicitation: bool = False
 
-    def __attrs_post_init__(self) -> None:
+    def take_state(self, spent: _Spent) -> None:
+        """Read the verified state and check the answers against it.
+
+        Raises:
+            _StateError: The state was used before, or the client answered a
+                question this server did not ask in the previous round.
+        """
+        responses = self.params.input_responses or {}
         state = self.params.request_state
-        if not state:
-            return
-        try:
-            decoded = json.loads(state)
-        except ValueError:
-            return
-        answers = decoded.get("approved") if isinstance(decoded, dict) else None
-        if isinstance(answers, dict):
-            self.answered = {
-                key: value
-                for key, value in answers.items()
-                if isinstance(key, str) and isinstance(value, bool)
-            }
+        if state:
+            decoded = json.loads(state)  # our own plaintext: the boundary verified it
+            if not spent.spend(decoded["id"]):
+                raise _StateError("this requestState was used already")
+            self.answered = dict(decoded["answered"])
+            self.asked = frozenset(decoded["asked"])
+        unasked = sorted(set(responses) - self.asked)
+        if unasked:
+            raise _StateError(
+                "inputResponses answer questions this server did not ask in this call: "
+                + ", ".join(unasked)
+            )
 
     def state(self) -> str:
-        """`request_state` for the next round: every answer so far."""
-        return json.dumps({"approved": self.answered}, sort_keys=True)
+        """`request_state` for the next round: the answers so far and the questions asked."""
+        return json.dumps(
+            {
+                "id": secrets.token_urlsafe(16),
+                "answered": self.answered,
+                "asked": sorted(self.pending),
+            },
+            sort_keys=True,
+        )
 
 
 _CURRENT: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
@@ -152,23 +223,24 @@ async def elicitation_approver(request: ApprovalRequest) -> Verdict:
     if call is None:
         return Verdict(False, "approval is needed, and there is no MCP client to ask")
     from mcp_types import ElicitRequest, ElicitRequestFormParams
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
     ctx = call.ctx
     capabilities = ctx.session.client_capabilities
     if capabilities is None or capabilities.elicitation is None:
+        call.missing_elicitation = True
         return Verdict(
             False,
             "approval is needed, and this MCP client cannot be asked (it does not support "
             "elicitation)",
         )
     message = f"Allow this command to run?\n\n{request.description}"
-    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+    if _modern(ctx):
         # 2026-07-28 has no server-to-client requests: the question goes back in an
         # InputRequiredResult, and the client's answer arrives with its retry of the call.
         from mcp_types import ElicitResult
 
         key = "approve-" + hashlib.sha256(request.description.encode()).hexdigest()[:16]
+        # take_state made sure that every answer given is to a question asked.
         answer = (call.params.input_responses or {}).get(key)
         if answer is not None:
             if not isinstance(answer, ElicitResult):
@@ -275,6 +347,37 @@ class _Progress:
             await self._ctx.session.report_progress(self._sent, None, text[start : start + _PIECE])
 
 
+def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """Who a sealed request state belongs to: the bearer token and session of the request.
+
+    Over stdio the process serves one client and its key is its own, so
+    nothing more is needed there (None). Over HTTP the state is bound to the
+    token the client showed (its digest) and, on the handshake era, to its
+    `Mcp-Session-Id`: a state minted for one is refused from another.
+    """
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return None
+    token = _bearer(headers.get("authorization", "")) or ""
+    session = headers.get("mcp-session-id", "")
+    return json.dumps([hashlib.sha256(token.encode()).hexdigest(), session])
+
+
+def _bearer(value: str) -> str | None:
+    """The token of an `Authorization: Bearer` value (the scheme's case does not matter)."""
+    scheme, _, token = value.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
 def _wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
     meta = ctx.meta
     return bool(meta) and meta.get("progress_token") is not None  # type: ignore[union-attr]
@@ -289,6 +392,9 @@ class McpServer:
         toolset: The tools to offer; `Toolset()` by default.
         name: The server's name in the MCP handshake.
         instructions: What the server tells the client about itself.
+        approval_ttl: Seconds a person has to answer an approval asked on
+            2026-07-28, whose question and answers travel through the client
+            in a sealed `request_state` that expires then.
 
     Raises:
         ImportError: The `mcp` SDK is not installed (`executor[mcp]`).
@@ -301,8 +407,11 @@ class McpServer:
         *,
         name: str = "executor",
         instructions: str | None = None,
+        approval_ttl: float = APPROVAL_TTL,
     ) -> None:
         _require_mcp()
+        if not 0 < approval_ttl < float("inf"):
+            raise ValueError(f"approval_ttl must be a positive number of seconds: {approval_ttl}")
         if not isinstance(executor, ToolExecutor):
             raise TypeError(f"expected a ToolExecutor, got {type(executor).__name__}")
         self.executor = executor
@@ -312,7 +421,10 @@ class McpServer:
             "Tools to run commands and read, write, edit and search files in one workspace. "
             "A result's structuredContent holds the exit code and stderr of a command."
         )
+        self.approval_ttl = approval_ttl
         self._server: Server[Any] | None = None
+        self._spent = _Spent(approval_ttl)
+        self._tool_names = frozenset(tool.name for tool in self.toolset.tools)
 
     def __repr__(self) -> str:
         return f"McpServer({self.executor!r}, {self.toolset!r})"
@@ -333,13 +445,21 @@ class McpServer:
             ours = version("executor")
         except PackageNotFoundError:
             ours = "0"
-        return Server(
+        from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+
+        server: Server[Any] = Server(
             self.name,
             version=ours,
             instructions=self.instructions,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
+        # The approvals' state travels through the client: sealed under a key of this
+        # process, bound to the call and the principal, refused when it fails verification.
+        security = RequestStateSecurity.ephemeral(ttl=self.approval_ttl)
+        security.bind_principal = _principal
+        server.middleware.append(RequestStateBoundary(security, default_audience=self.name))
+        return server
 
     async def _list_tools(
         self,
@@ -353,17 +473,43 @@ class McpServer:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: mcp_types.CallToolRequestParams
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
-        from mcp_types import InputRequiredResult
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import (
+            INVALID_PARAMS,
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            ClientCapabilities,
+            ElicitationCapability,
+            InputRequiredResult,
+            MissingRequiredClientCapabilityErrorData,
+        )
 
+        if params.name not in self._tool_names:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"Unknown tool: {params.name!r}; the tools are: {', '.join(self.toolset.names)}",
+            )
+        call = _Call(ctx, params)
+        try:
+            call.take_state(self._spent)
+        except _StateError as error:
+            raise MCPError(INVALID_PARAMS, str(error)) from None
         context = ToolsetContext(
             self.executor, on_output=_Progress(ctx) if _wants_progress(ctx) else None
         )
-        call = _Call(ctx, params)
         token = _CURRENT.set(call)
         try:
             output = await self.toolset.call(context, params.name, params.arguments or {})
         finally:
             _CURRENT.reset(token)
+        if call.missing_elicitation and _modern(ctx):
+            data = MissingRequiredClientCapabilityErrorData(
+                required_capabilities=ClientCapabilities(elicitation=ElicitationCapability())
+            )
+            raise MCPError(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "approval is needed, and this client does not declare elicitation",
+                data.model_dump(by_alias=True, mode="json", exclude_none=True),
+            )
         if call.pending:
             return InputRequiredResult(input_requests=call.pending, request_state=call.state())
         return tool_result(params.name, output, context.last_output)
@@ -459,12 +605,13 @@ def _uvicorn_server() -> type[Any]:
 def bearer_guard(app: Any, token: str) -> Callable[..., Awaitable[None]]:
     """An ASGI app that passes to `app` only HTTP requests with `Authorization: Bearer <token>`.
 
-    A missing or wrong token gets 401 with `WWW-Authenticate: Bearer`; the
+    The scheme's name is matched in any case (RFC 7235). A missing or wrong
+    token gets 401 with `WWW-Authenticate: Bearer`; the
     comparison takes the same time whatever the token sent.
     """
     if not token:
         raise ValueError("the bearer token must not be empty")
-    expected = f"Bearer {token}".encode()
+    expected = token.encode()
 
     async def guarded(
         scope: MutableMapping[str, Any],
@@ -474,15 +621,17 @@ def bearer_guard(app: Any, token: str) -> Callable[..., Awaitable[None]]:
         if scope.get("type") != "http":
             await app(scope, receive, send)
             return
-        given = b""
+        given: str | None = None
         for name, value in scope.get("headers", ()):
             if name.lower() == b"authorization":
-                given = value
+                given = value.decode("latin-1")
                 break
-        if hmac.compare_digest(given, expected):
+        # RFC 7235: the scheme's name is case-insensitive ("bearer", "BEARER").
+        presented = _bearer(given) if given is not None else None
+        if presented is not None and hmac.compare_digest(presented.encode("latin-1"), expected):
             await app(scope, receive, send)
             return
-        reason = b"missing bearer token" if not given else b"wrong bearer token"
+        reason = b"missing bearer token" if given is None else b"wrong bearer token"
         body = b'{"error": "unauthorized", "error_description": "' + reason + b'"}'
         await send(
             {

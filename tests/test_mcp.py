@@ -204,6 +204,73 @@ async def test_http_with_a_bearer_token(tmp_path: Path) -> None:
                 await check_failure_progress_cancel(client, tmp_path)
 
 
+@pytest.mark.parametrize("era", [None, "2025-11-25", "2026-07-28"])
+async def test_http_envelopes_that_are_not_one_message(tmp_path: Path, era: str | None) -> None:
+    """A batch, a wrong version, a request without a method: -32600, in every era."""
+    headers = {
+        "Authorization": f"bearer {TOKEN}",  # the scheme's name in any case (RFC 7235)
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    if era is not None:
+        headers["MCP-Protocol-Version"] = era
+    invalid: list[Any] = [
+        [],
+        [{"jsonrpc": "2.0", "id": 1, "method": "ping"}],
+        {"jsonrpc": "1.0", "id": 1, "method": "ping"},
+        {"id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "id": True, "method": "ping"},
+        {"jsonrpc": "2.0", "id": None, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 1, "method": 7},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": [1]},
+        {"jsonrpc": "2.0", "id": 1},
+        "ping",
+    ]
+    async with (
+        http_server("--workdir", str(tmp_path)) as (url, _),
+        httpx2.AsyncClient(headers=headers, timeout=60) as raw,
+    ):
+        for body in invalid:
+            response = await raw.post(url, content=json.dumps(body))
+            assert response.status_code == 400, (body, response.text)
+            error = response.json()
+            assert error["id"] is None
+            assert error["error"]["code"] == -32600, (body, error)
+            assert "Validation error" not in error["error"]["message"]
+        broken = await raw.post(url, content=b'{"jsonrpc": "2.0", "id": 1,')
+        assert broken.status_code == 400
+        assert broken.json()["error"]["code"] == -32700
+        huge = await raw.post(url, content=b" " * (5 << 20) + b"{}")
+        assert huge.status_code == 413
+        # The server still answers a well-formed message after all that.
+        async with http_client(url, TOKEN) as client:
+            listed = await client.list_tools()
+            assert {t.name for t in listed.tools} == set(TOOL_NAMES)
+
+
+def test_stdio_lines_that_are_not_one_message(tmp_path: Path) -> None:
+    """Over stdio too: a batch, a wrong version, a line that is not JSON each get an answer."""
+    lines = [
+        "[]",
+        '{"jsonrpc": "1.0", "id": 1, "method": "ping"}',
+        "not json {",
+        '{"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {"protocolVersion":'
+        ' "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}',
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", "executor", "mcp", "--workdir", str(tmp_path)],
+        input="".join(line + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [a.get("error", {}).get("code") for a in answers] == [-32600, -32600, -32700, None]
+    assert [a["id"] for a in answers] == [None, None, None, 7]
+    assert "batch" in answers[0]["error"]["message"]
+    assert answers[3]["result"]["serverInfo"]["name"] == "executor"
+
+
 async def test_http_token_from_a_file_and_made_up(tmp_path: Path) -> None:
     """--token-file gives the token; without any, one is made up and shown on stderr."""
     token_file = tmp_path / "token"

@@ -52,6 +52,7 @@ import attrs
 from executor._core.base import ToolExecutor
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.render import for_model
+from executor._mcp.envelope import envelope_problem, invalid_request
 from executor._policies.policies import ApprovalRequest
 from executor._policies.verdict import Verdict
 from executor._tools.tools import Tool, ToolOutput
@@ -523,8 +524,13 @@ class McpServer:
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     def http_app(self, token: str | None, *, host: str = "127.0.0.1") -> Any:
-        """The streamable HTTP ASGI app at `/mcp`, guarded by `token` (`None`: no guard)."""
-        app = self.server.streamable_http_app(host=host)
+        """The streamable HTTP ASGI app at `/mcp`, guarded by `token` (`None`: no guard).
+
+        A body that is JSON but not one JSON-RPC message (a batch, `"jsonrpc":
+        "1.0"`, a request without a method) gets error -32600 before it
+        reaches the SDK (`envelope_guard`).
+        """
+        app = envelope_guard(self.server.streamable_http_app(host=host))
         return app if token is None else bearer_guard(app, token)
 
     async def run_http(
@@ -647,3 +653,79 @@ def bearer_guard(app: Any, token: str) -> Callable[..., Awaitable[None]]:
         await send({"type": "http.response.body", "body": body})
 
     return guarded
+
+
+# What the SDK's HTTP transport reads of a body before it answers 413 (its default).
+_BODY_LIMIT = 4 << 20
+
+
+def envelope_guard(app: Any) -> Callable[..., Awaitable[None]]:
+    """An ASGI app that answers -32600 (HTTP 400) to a POST that is not one JSON-RPC message.
+
+    The SDK's handshake-era transport answers those with -32602 and a dump
+    of its validation errors, after it made a session for them. A body that
+    is not JSON, or larger than the transport reads (4 MiB), passes on
+    untouched for the transport's own answer (-32700, 413).
+    """
+
+    async def guarded(
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        if scope.get("type") != "http" or scope.get("method") != "POST":
+            await app(scope, receive, send)
+            return
+        pieces: list[bytes] = []
+        size = 0
+        more = True
+        first: dict[str, Any] | None = None
+        while more and size <= _BODY_LIMIT:
+            event = await receive()
+            if event.get("type") != "http.request":
+                first = event  # a disconnect: the app hears it in its turn
+                break
+            piece = event.get("body", b"")
+            pieces.append(piece)
+            size += len(piece)
+            more = bool(event.get("more_body"))
+        body = b"".join(pieces)
+        if first is None and not more:
+            try:
+                problem = envelope_problem(json.loads(body))
+            except ValueError:
+                problem = None
+            if problem is not None:
+                await _send_json(send, 400, invalid_request(problem))
+                return
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                if first is not None and not pieces:
+                    return first
+                return {"type": "http.request", "body": body, "more_body": more}
+            if first is not None:
+                return first
+            return await receive()
+
+        await app(scope, replay, send)
+
+    return guarded
+
+
+async def _send_json(send: Callable[[Any], Awaitable[None]], status: int, value: Any) -> None:
+    body = json.dumps(value, separators=(",", ":")).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

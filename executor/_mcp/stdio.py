@@ -17,12 +17,15 @@ own transport is used instead.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+
+from executor._mcp.envelope import PARSE_ERROR, envelope_problem, invalid_request
 
 __all__ = ["stdio_streams"]
 
@@ -35,6 +38,16 @@ def _pollable(fd: int) -> bool:
     except OSError:
         return False
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+
+
+def _refusal(line: bytes, error: ValueError) -> dict[str, Any]:
+    """The error for a line that is not one JSON-RPC message: not JSON, or not a message."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return invalid_request("the line is not JSON", PARSE_ERROR)
+    problem = envelope_problem(value) or f"the message is not one MCP knows: {error}"
+    return invalid_request(problem)
 
 
 @contextlib.asynccontextmanager
@@ -82,12 +95,26 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
                         message = mcp_types.jsonrpc_message_adapter.validate_json(
                             line, by_name=False
                         )
-                    except Exception as error:  # the SDK answers a malformed line itself
-                        await incoming_send.send(error)
+                    except ValueError as error:
+                        # Not one message: answered here with -32700 or -32600 (id null), as
+                        # JSON-RPC asks; the SDK would only log it, leaving the client waiting.
+                        refusal = _refusal(line, error)
+                        await write_line(json.dumps(refusal, separators=(",", ":")).encode())
                         continue
                     await incoming_send.send(SessionMessage(message))
 
     written = anyio.Event()
+    # One line at a time on the wire: the reader's refusals and the server's messages.
+    wire = anyio.Lock()
+
+    async def write_line(data: bytes) -> None:
+        view = memoryview(data + b"\n")
+        async with wire:
+            while view:
+                try:
+                    view = view[os.write(writer, view) :]
+                except BlockingIOError:
+                    await anyio.wait_writable(writer)
 
     async def write() -> None:
         try:
@@ -95,12 +122,7 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
                 async for session_message in outgoing_receive:
                     message = session_message.message
                     text = message.model_dump_json(by_alias=True, exclude_unset=True)
-                    view = memoryview(f"{text}\n".encode())
-                    while view:
-                        try:
-                            view = view[os.write(writer, view) :]
-                        except BlockingIOError:
-                            await anyio.wait_writable(writer)
+                    await write_line(text.encode())
         finally:
             written.set()
 

@@ -73,6 +73,31 @@ def test_read_only_subset_and_choices() -> None:
         Toolset(read_only=True)["run"]
 
 
+async def test_extra_tools_beside_the_standard_ones(ex: LocalExecutor) -> None:
+    """`extra=` offers tools of one's own after the standard ones; a name twice is refused."""
+    from executor import Command, tool
+
+    @tool
+    async def word_count(context: ToolsetContext, path: str) -> str:
+        """Count the words of a file.
+
+        Args:
+            path: The file, relative to the workspace.
+        """
+        output = await context.executor().exec_cmd(Command.exec(["wc", "-w", path]))
+        return output.stdout.decode().split()[0]
+
+    (Path(ex.workdir) / "words.txt").write_text("one two three\n")
+    async with Toolset(read_only=True, extra=[word_count]) as tools:
+        assert tools.names == (*sorted(READ_ONLY_TOOLS, key=TOOL_NAMES.index), "word_count")
+        out = await call(tools, ex, "word_count", path="words.txt")
+        assert (out.kind, out.text) == (ToolOutputKind.OK, "3")
+    with pytest.raises(ValueError, match="two tools are named 'word_count'"):
+        Toolset(extra=[word_count, word_count])
+    with pytest.raises(TypeError, match="must be Tool objects"):
+        Toolset(extra=[len])  # type: ignore[list-item]
+
+
 async def test_unknown_tool_is_an_invalid_call(toolset: Toolset, ex: LocalExecutor) -> None:
     """Calling a tool that is not there is an invalid-arguments output naming the tools."""
     out = await call(toolset, ex, "format_disk")

@@ -262,24 +262,84 @@ async def elicitation_approver(request: ApprovalRequest) -> Verdict:
     return _verdict(result)
 
 
-def mcp_tool(tool: Tool) -> mcp_types.Tool:
-    """The MCP `Tool` listing of one of our tools: its name, description and input schema.
+_TITLES = {
+    "run": "Run a command",
+    "shell": "Run in a persistent shell",
+    "job_start": "Start a background job",
+    "job_read": "Read a job's output",
+    "job_write": "Write to a job's input",
+    "job_signal": "Signal a job",
+    "job_stop": "Stop a job",
+    "job_list": "List jobs",
+    "read_file": "Read a file",
+    "write_file": "Write a file",
+    "edit_file": "Edit a file",
+    "list_files": "List files",
+    "glob": "Find files by pattern",
+    "search": "Search file contents",
+    "terminal": "Use a terminal",
+    "log_tailer": "Tail a log",
+    "code_interpreter": "Run code in an interpreter",
+}
+# Calling these again with the same arguments changes nothing more (MCP's idempotentHint):
+# the reads, a write of the same content, a stop of a job already stopped.
+_IDEMPOTENT = READ_ONLY_TOOLS | {"job_list", "write_file", "job_stop"}
 
-    Annotations hint which tools only read (`readOnlyHint`) and which run
-    commands or write (`destructiveHint`); none reaches outside the
-    executor's world (`openWorldHint` false).
+
+def output_schema(name: str) -> dict[str, Any]:
+    """The JSON schema of the `structuredContent` that `tool_result` gives for tool `name`."""
+    from executor._tools.tools import ToolOutputKind
+
+    maybe_int = {"type": ["integer", "null"]}
+    return {
+        "type": "object",
+        "properties": {
+            "tool": {"const": name, "description": "The tool called"},
+            "kind": {
+                "enum": [kind.value for kind in ToolOutputKind],
+                "description": "What became of the call: ok, or which kind of failure",
+            },
+            "is_error": {"type": "boolean"},
+            "exit_code": {**maybe_int, "description": "The last command's exit code"},
+            "signal": {**maybe_int, "description": "The signal that killed the last command"},
+            "stdout": {"type": "string", "description": "The last command's stdout, cut"},
+            "stderr": {"type": "string", "description": "The last command's stderr, cut"},
+            "duration": {"type": "number", "minimum": 0, "description": "Seconds it ran"},
+            "truncated": {
+                "type": "boolean",
+                "description": "Whether the executor kept only part of the output",
+            },
+        },
+        "required": ["tool", "kind", "is_error", "exit_code"],
+        "additionalProperties": False,
+    }
+
+
+def mcp_tool(tool: Tool) -> mcp_types.Tool:
+    """The MCP `Tool` listing of one of our tools: names, schemas and hints.
+
+    `outputSchema` describes the `structuredContent` of every result the
+    tool gives (`tool_result`). Annotations hint which tools only read
+    (`readOnlyHint`), which run commands or write (`destructiveHint`) and
+    which change nothing more when called again (`idempotentHint`); none
+    reaches outside the executor's world (`openWorldHint` false).
     """
     from mcp_types import Tool as McpTool, ToolAnnotations
 
     shape = tool.spec_for("mcp")
     read_only = tool.name in READ_ONLY_TOOLS
+    title = _TITLES.get(tool.name, tool.name.replace("_", " ").capitalize())
     return McpTool(
         name=shape["name"],
+        title=title,
         description=shape["description"],
         input_schema=shape["inputSchema"],
+        output_schema=output_schema(tool.name),
         annotations=ToolAnnotations(
+            title=title,
             read_only_hint=read_only,
             destructive_hint=tool.name in _WRITES,
+            idempotent_hint=tool.name in _IDEMPOTENT,
             open_world_hint=False,
         ),
     )

@@ -237,10 +237,14 @@ class Toolset:
         timeout: Seconds a command may run when the model gives no timeout.
         max_timeout: The longest timeout a model may ask for.
         budget: Characters of output a tool hands the model (`for_model`).
+        extra: Tools of your own (any `Tool`, from `@tool` say) offered after
+            the standard ones, through the same `call`, MCP server and
+            adapters; `read_only` does not filter them.
 
     Raises:
-        ValueError: A name in `include` or `exclude` is no tool of the set, or
-            a number is out of range.
+        ValueError: A name in `include` or `exclude` is no tool of the set, a
+            tool of `extra` has the name of another tool offered, or a
+            number is out of range.
     """
 
     def __init__(
@@ -252,6 +256,7 @@ class Toolset:
         timeout: float = 120.0,
         max_timeout: float = 3600.0,
         budget: int = DEFAULT_BUDGET,
+        extra: Iterable[Tool] = (),
     ) -> None:
         if not timeout > 0 or not max_timeout >= timeout:
             raise ValueError(f"need 0 < timeout <= max_timeout, got {timeout!r}, {max_timeout!r}")
@@ -272,8 +277,17 @@ class Toolset:
         if read_only:
             chosen &= READ_ONLY_TOOLS
         built = self._build()
-        self.tools: tuple[Tool, ...] = tuple(built[name] for name in TOOL_NAMES if name in chosen)
+        standard = tuple(built[name] for name in TOOL_NAMES if name in chosen)
+        extra = tuple(extra)
+        for each in extra:
+            if not isinstance(each, Tool):
+                raise TypeError(f"extra tools must be Tool objects, got {type(each).__name__}")
+        self.tools: tuple[Tool, ...] = (*standard, *extra)
         self._by_name = {t.name: t for t in self.tools}
+        if len(self._by_name) != len(self.tools):
+            names = [t.name for t in self.tools]
+            twice = sorted({name for name in names if names.count(name) > 1})
+            raise ValueError(f"two tools are named {', '.join(map(repr, twice))}")
 
     def __repr__(self) -> str:
         return f"Toolset({[t.name for t in self.tools]!r})"

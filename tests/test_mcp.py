@@ -271,6 +271,87 @@ def test_stdio_lines_that_are_not_one_message(tmp_path: Path) -> None:
     assert answers[3]["result"]["serverInfo"]["name"] == "executor"
 
 
+@pytest.mark.parametrize(
+    ("host", "origins", "expected"),
+    [
+        # Loopback: loopback's Host names and origins, and those allowed besides.
+        ("127.0.0.1", (), [200, 403, 403, 421]),
+        ("127.0.0.1", ("https://app.example",), [200, 200, 403, 421]),
+        # A bind to one address off loopback: that address as Host, the allowed origins.
+        ("192.0.2.10", ("https://app.example",), [200, 200, 403, 421]),
+        ("192.0.2.10", (), [200, 403, 403, 421]),
+        # Every address: the names it is reached by are not known, the Origin still is checked.
+        ("0.0.0.0", ("https://app.example:*",), [200, 200, 403, 200]),
+    ],
+)
+async def test_http_host_and_origin_checks(
+    tmp_path: Path, host: str, origins: tuple[str, ...], expected: list[int]
+) -> None:
+    """Against DNS rebinding on and off loopback: Host and Origin checked, --allowed-origin kept.
+
+    The app is served in process (nothing binds an address off loopback): a
+    request with no Origin, one from the allowed origin, one from another,
+    and one with a foreign Host.
+    """
+    from executor import LocalExecutor, McpServer
+
+    base = f"http://{host}:8765"
+    requests: list[dict[str, str]] = [
+        {},
+        {
+            "Origin": "https://app.example"
+            + (":8443" if origins[:1] == ("https://app.example:*",) else "")
+        },
+        {"Origin": "http://evil.example"},
+        {"Host": "evil.example:8765"},
+    ]
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
+    statuses = []
+    async with LocalExecutor(tmp_path) as local:
+        server = McpServer(local)
+        app = server.http_app(TOKEN, host=host, allowed_origins=origins)
+        manager = server.server._session_manager  # the app's lifespan, run here
+        assert manager is not None
+        async with (
+            manager.run(),
+            httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=base) as http,
+        ):
+            for extra in requests:
+                headers = {
+                    "Authorization": f"Bearer {TOKEN}",
+                    "Accept": "application/json, text/event-stream",
+                    "MCP-Protocol-Version": "2026-07-28",
+                    "Mcp-Method": "tools/list",
+                    **extra,
+                }
+                response = await http.post("/mcp", json=body, headers=headers)
+                statuses.append(response.status_code)
+    assert statuses == expected
+
+
+def test_http_off_loopback_needs_a_token_and_origins_are_checked(tmp_path: Path) -> None:
+    """--no-auth off loopback, or an --allowed-origin that is no origin: refused by name."""
+    for args, words in (
+        (["--host", "0.0.0.0", "--no-auth"], "off loopback, needs a bearer token"),
+        (["--allowed-origin", "app.example"], "not an origin: 'app.example'"),
+        (["--allowed-origin", "https://app.example/path"], "not an origin"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "executor", "mcp", "--http", "--workdir", str(tmp_path), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert result.returncode == 2, result.stderr
+        assert words in result.stderr
+
+
 async def test_http_token_from_a_file_and_made_up(tmp_path: Path) -> None:
     """--token-file gives the token; without any, one is made up and shown on stderr."""
     token_file = tmp_path / "token"

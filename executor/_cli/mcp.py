@@ -176,7 +176,16 @@ def add_mcp_parser(commands: Any) -> None:
         action="store_false",
         dest="auth",
         default=None,
-        help="serve without a token (anyone who can reach the port can run commands)",
+        help="serve without a token (anyone who can reach the port can run commands); "
+        "loopback only",
+    )
+    http.add_argument(
+        "--allowed-origin",
+        action="append",
+        metavar="ORIGIN",
+        dest="allowed_origins",
+        help="a browser origin to accept besides loopback's, as https://app.example or "
+        "http://host:* (repeatable); a request from another Origin gets 403",
     )
     parser.set_defaults(usage=parser)
 
@@ -212,6 +221,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "port": args.port,
         "token": args.token,
         "token_file": args.token_file,
+        "allowed_origins": args.allowed_origins,
         "auth": args.auth,
     }
     if args.ssh is not None:
@@ -315,6 +325,7 @@ async def _serve(config: McpConfig) -> int:
                     token=token,
                     host=config.host,
                     port=config.port,
+                    allowed_origins=config.allowed_origins,
                     ready=lambda url: say(f"serving on {url}"),
                 )
             group.cancel_scope.cancel()

@@ -135,7 +135,11 @@ class McpConfig:
         port: The HTTP port; 0 picks a free one (the URL is printed).
         token: The bearer token HTTP clients must send.
         token_file: A file holding the token (first line).
-        auth: Whether HTTP requires the token (`False` only on request).
+        auth: Whether HTTP requires the token (`False` only on request; refused
+            for a bind off loopback).
+        allowed_origins: Browser origins HTTP accepts besides loopback's (a
+            request with another `Origin` gets 403), each `scheme://host` or
+            `scheme://host:port`, `:*` for any port.
     """
 
     backend: Backend = attrs.field(default="local", validator=_choice(BACKENDS))
@@ -166,12 +170,59 @@ class McpConfig:
     token: str | None = None
     token_file: str | None = None
     auth: bool = True
+    allowed_origins: tuple[str, ...] = attrs.field(default=(), converter=_strings)
 
     def __attrs_post_init__(self) -> None:
+        for origin in self.allowed_origins:
+            check_origin(origin)
+        if self.transport == "http" and not self.auth and not is_loopback(self.host):
+            raise ValueError(
+                f"serving on {self.host}, off loopback, needs a bearer token: --no-auth is "
+                "only for 127.0.0.1, localhost and ::1"
+            )
         if self.backend == "docker" and not self.image:
             raise ValueError("backend docker needs an image ([docker] image, or --docker IMAGE)")
         if self.backend == "ssh" and not self.ssh_host:
             raise ValueError("backend ssh needs a host ([ssh] host, or --ssh HOST)")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` serves this machine alone (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_origin(origin: str) -> str:
+    """`origin` if it is a browser origin, `scheme://host[:port]` (`:*`: any port)."""
+    from urllib.parse import urlsplit
+
+    base = origin[:-2] if origin.endswith(":*") else origin
+    try:
+        parts = urlsplit(base)
+        parts.port  # noqa: B018 (a port that is no number raises here)
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
+        or (origin.endswith(":*") and parts.port is not None)
+    ):
+        raise ValueError(
+            f"not an origin: {origin!r} (expected scheme://host or scheme://host:port, "
+            "with :* for any port, as in https://app.example or http://10.0.0.5:*)"
+        )
+    return origin
 
 
 # Where each TOML key goes: table -> key -> McpConfig field.
@@ -207,6 +258,7 @@ _TOML: dict[str, dict[str, str]] = {
         "token": "token",
         "token_file": "token_file",
         "auth": "auth",
+        "allowed_origins": "allowed_origins",
     },
 }
 _BOOLEANS = {"read_only", "dangerous", "secrets", "auth"}

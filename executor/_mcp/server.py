@@ -43,7 +43,7 @@ import json
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -583,14 +583,51 @@ class McpServer:
         async with stdio_streams() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
-    def http_app(self, token: str | None, *, host: str = "127.0.0.1") -> Any:
+    def http_app(
+        self,
+        token: str | None,
+        *,
+        host: str = "127.0.0.1",
+        allowed_origins: Sequence[str] = (),
+    ) -> Any:
         """The streamable HTTP ASGI app at `/mcp`, guarded by `token` (`None`: no guard).
 
-        A body that is JSON but not one JSON-RPC message (a batch, `"jsonrpc":
-        "1.0"`, a request without a method) gets error -32600 before it
-        reaches the SDK (`envelope_guard`).
+        Against DNS rebinding, a request's `Host` must name the bound address
+        (any port; on loopback, any loopback name) and its `Origin`, when it
+        has one, must be loopback's or one of `allowed_origins`: 421 and 403
+        otherwise. A bind to every address (0.0.0.0, ::) checks the `Origin`
+        alone, since the names it is reached by are not known. A body that is
+        JSON but not one JSON-RPC message (a batch, `"jsonrpc": "1.0"`, a
+        request without a method) gets error -32600 before it reaches the SDK
+        (`envelope_guard`).
+
+        Raises:
+            ValueError: An origin is not `scheme://host[:port]` (`:*` for any
+                port).
         """
-        app = envelope_guard(self.server.streamable_http_app(host=host))
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from executor._mcp.config import check_origin, is_loopback
+
+        origins = [check_origin(origin) for origin in allowed_origins]
+        loopback_hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+        loopback_origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+        everywhere = host in ("0.0.0.0", "::", "")
+        if is_loopback(host):
+            hosts = [*loopback_hosts, "127.0.0.1", "localhost", "[::1]"]
+        else:
+            shown = f"[{host}]" if ":" in host else host
+            hosts = [shown, f"{shown}:*", *loopback_hosts]
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=not everywhere,
+            allowed_hosts=hosts,
+            allowed_origins=[*loopback_origins, *origins],
+        )
+        app: Any = envelope_guard(
+            self.server.streamable_http_app(host=host, transport_security=security)
+        )
+        if everywhere:
+            app = origin_guard(app, [*loopback_origins, *origins])
         return app if token is None else bearer_guard(app, token)
 
     async def run_http(
@@ -600,21 +637,33 @@ class McpServer:
         host: str = "127.0.0.1",
         port: int = 8765,
         ready: Callable[[str], Any] | None = None,
+        allowed_origins: Sequence[str] = (),
     ) -> None:
         """Serve streamable HTTP at `http://HOST:PORT/mcp` until cancelled.
 
         Args:
             token: The bearer token every request must carry; `None` serves
-                without one (only when asked for explicitly).
+                without one (only when asked for explicitly, and on loopback).
             host: The address to bind; 127.0.0.1 by default.
             port: The port; 0 picks a free one.
             ready: Called with the URL once the socket is bound (with the
                 real port), before the first request is taken.
+            allowed_origins: Browser origins accepted besides loopback's (see
+                `http_app`).
+
+        Raises:
+            ValueError: No token for a bind off loopback, or an origin that is
+                not one.
         """
         try:
             import uvicorn
         except ImportError as error:
             raise ImportError(_INSTALL_HINT) from error
+        from executor._mcp.config import is_loopback
+
+        if token is None and not is_loopback(host):
+            raise ValueError(f"serving on {host}, off loopback, needs a bearer token")
+        app = self.http_app(token, host=host, allowed_origins=allowed_origins)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -626,7 +675,7 @@ class McpServer:
             shown = f"[{host}]" if family == socket.AF_INET6 else host
             url = f"http://{shown}:{bound}/mcp"
             config = uvicorn.Config(
-                self.http_app(token, host=host),
+                app,
                 log_level="warning",
                 lifespan="on",
                 timeout_graceful_shutdown=1,
@@ -772,6 +821,34 @@ def envelope_guard(app: Any) -> Callable[..., Awaitable[None]]:
             return await receive()
 
         await app(scope, replay, send)
+
+    return guarded
+
+
+def origin_guard(app: Any, allowed: Sequence[str]) -> Callable[..., Awaitable[None]]:
+    """An ASGI app that answers 403 to an HTTP request whose `Origin` is not in `allowed`.
+
+    A request without an `Origin` (not from a browser) passes; an entry
+    ending in `:*` takes any port, as the SDK's own check does.
+    """
+
+    def accepted(origin: str) -> bool:
+        for entry in allowed:
+            if origin == entry or (entry.endswith(":*") and origin.startswith(entry[:-1])):
+                return True
+        return False
+
+    async def guarded(
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        if scope.get("type") == "http":
+            for name, value in scope.get("headers", ()):
+                if name.lower() == b"origin" and not accepted(value.decode("latin-1")):
+                    await _send_json(send, 403, {"error": "this Origin is not allowed"})
+                    return
+        await app(scope, receive, send)
 
     return guarded
 

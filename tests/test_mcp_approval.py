@@ -194,22 +194,27 @@ async def test_an_expired_state_is_refused(tmp_path: Path) -> None:
     untouched(tmp_path)
 
 
-async def test_unsolicited_answers_are_refused(tmp_path: Path) -> None:
-    """Answers to questions this server did not ask in the call's last round run nothing."""
+async def test_unsolicited_answers_are_not_taken(tmp_path: Path) -> None:
+    """Answers to questions the call's last round did not ask are ignored: asked again, not run."""
     async with serving(tmp_path) as client_of, client_of() as client:
         key, _ = await question(client, TOUCH)
         # The right key, but no round asked it: the first and only call.
-        message = await refused(client, TOUCH, responses={key: accept()})
-        assert "did not ask" in message
-        # A genuine state for another question, with an answer to this one beside it.
-        other, other_state = await question(client, {"command": "echo other"})
-        message = await refused(
+        again = await call(client, TOUCH, responses={key: accept()})
+        assert isinstance(again, mcp_types.InputRequiredResult)
+        assert again.input_requests is not None
+        assert set(again.input_requests) == {key}
+        # A genuine state for another question, with an answer to this one beside it: the
+        # other command runs, this one does not.
+        other, other_state = await question(client, {"command": "echo other > other.txt"})
+        done = await call(
             client,
-            {"command": "echo other"},
+            {"command": "echo other > other.txt"},
             responses={other: accept(), key: accept()},
             state=other_state,
         )
-        assert "did not ask" in message
+        assert isinstance(done, mcp_types.CallToolResult)
+        assert not done.is_error
+    assert (tmp_path / "other.txt").read_text() == "other\n"
     untouched(tmp_path)
 
 
@@ -227,17 +232,27 @@ async def test_two_questions_in_one_call_are_each_answered(tmp_path: Path) -> No
         assert second.request_state is not None
         (write_key,) = second.input_requests
         assert write_key != read_key
-        # The read's answer again, in the write's round: not asked there.
-        message = await refused(
+        # The write's round, answered with a no to the write and a yes to the read: the
+        # read's answer is not this round's question, and the no holds.
+        refused_write = await call(
             client,
             edit,
-            responses={read_key: accept(), write_key: accept()},
+            responses={read_key: accept(), write_key: accept(False)},
             state=second.request_state,
             name="edit_file",
         )
-        assert "did not ask" in message
+        assert isinstance(refused_write, mcp_types.CallToolResult)
+        assert refused_write.is_error
         assert (tmp_path / "notes.txt").read_text() == "draft\n"
-        # The state of the round just refused was spent by that refusal too: start over.
+        # That state was spent: sent again, refused.
+        assert "used already" in await refused(
+            client,
+            edit,
+            responses={write_key: accept()},
+            state=second.request_state,
+            name="edit_file",
+        )
+        # From the start, yes to both.
         read_key, state = await question_for(client, edit, "edit_file")
         second = await call(
             client, edit, responses={read_key: accept()}, state=state, name="edit_file"
@@ -322,7 +337,6 @@ async def test_raw_http_forgeries_run_nothing(tmp_path: Path) -> None:
         yes = {key: {"action": "accept", "content": {"approve": True}}}
         hostile = [
             envelope(TOUCH, state=json.dumps({"approved": {key: True}})),
-            envelope(TOUCH, responses=yes),
             envelope(TOUCH, state=state[:-1] + ("A" if state[-1] != "A" else "B"), responses=yes),
             envelope({"command": "touch marker"}, state=state, responses=yes),
         ]
@@ -330,6 +344,10 @@ async def test_raw_http_forgeries_run_nothing(tmp_path: Path) -> None:
             response = await post(url, body)
             assert response.status_code == 400, response.text
             assert response.json()["error"]["code"] == mcp_types.INVALID_PARAMS
+        # An answer nobody asked for is not taken: the question comes back.
+        unasked = await post(url, envelope(TOUCH, responses=yes))
+        assert unasked.status_code == 200, unasked.text
+        assert unasked.json()["result"]["resultType"] == "input_required"
         assert not (work / "marker").exists()
         # A client that cannot be asked: -32021 naming the capability it lacks.
         unable = await post(url, envelope(TOUCH, elicitation=False))

@@ -43,6 +43,8 @@ import json
 import secrets
 import socket
 import time
+import warnings
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +55,14 @@ from executor._core.base import ToolExecutor
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.render import for_model
 from executor._mcp.envelope import envelope_problem, invalid_request
+from executor._policies.observed import (
+    CommandCancelled,
+    CommandChunk,
+    CommandEvent,
+    CommandFinished,
+    CommandStarted,
+    Observed,
+)
 from executor._policies.policies import ApprovalRequest
 from executor._policies.verdict import Verdict
 from executor._tools.tools import Tool, ToolOutput
@@ -140,7 +150,9 @@ class _Call:
     principal and an expiry) and refuses a state that fails verification
     before this code runs. What it holds is ours: the questions the last
     round asked (`asked`), the answers taken so far (`answered`) and an id
-    that is spent on first use.
+    that is spent on first use. An answer to a question the last round did
+    not ask is not taken: it is ignored, as the spec asks of unrecognised
+    input (SEP-2322), and the question, if it is one, is asked again.
     """
 
     ctx: ServerRequestContext[Any, Any]
@@ -151,17 +163,19 @@ class _Call:
     answered: dict[str, bool] = attrs.Factory(dict)
     # The questions the previous round asked: the only ones an answer is taken for.
     asked: frozenset[str] = frozenset()
+    # The answers given to the questions the last round asked: the only ones taken.
+    responses: dict[str, Any] = attrs.Factory(dict)
     # Set when the client cannot be asked (2026-07-28: a protocol error, not a refusal).
     missing_elicitation: bool = False
+    # The lowest log level the client takes for this call (an index of _LEVELS), or None.
+    log_level: int | None = None
 
     def take_state(self, spent: _Spent) -> None:
-        """Read the verified state and check the answers against it.
+        """Read the verified state, and take the answers to the questions it says were asked.
 
         Raises:
-            _StateError: The state was used before, or the client answered a
-                question this server did not ask in the previous round.
+            _StateError: The state was used before.
         """
-        responses = self.params.input_responses or {}
         state = self.params.request_state
         if state:
             decoded = json.loads(state)  # our own plaintext: the boundary verified it
@@ -169,12 +183,8 @@ class _Call:
                 raise _StateError("this requestState was used already")
             self.answered = dict(decoded["answered"])
             self.asked = frozenset(decoded["asked"])
-        unasked = sorted(set(responses) - self.asked)
-        if unasked:
-            raise _StateError(
-                "inputResponses answer questions this server did not ask in this call: "
-                + ", ".join(unasked)
-            )
+        given = self.params.input_responses or {}
+        self.responses = {key: given[key] for key in self.asked if key in given}
 
     def state(self) -> str:
         """`request_state` for the next round: the answers so far and the questions asked."""
@@ -241,8 +251,8 @@ async def elicitation_approver(request: ApprovalRequest) -> Verdict:
         from mcp_types import ElicitResult
 
         key = "approve-" + hashlib.sha256(request.description.encode()).hexdigest()[:16]
-        # take_state made sure that every answer given is to a question asked.
-        answer = (call.params.input_responses or {}).get(key)
+        # Only answers to the questions the last round asked (take_state).
+        answer = call.responses.get(key)
         if answer is not None:
             if not isinstance(answer, ElicitResult):
                 return Verdict(False, "the client answered the approval with something else")
@@ -408,6 +418,75 @@ class _Progress:
             await self._ctx.session.report_progress(self._sent, None, text[start : start + _PIECE])
 
 
+# RFC 5424's levels, as MCP names them, from the least severe.
+_LEVELS: tuple[mcp_types.LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+
+
+@contextlib.contextmanager
+def _handshake_logging() -> Iterator[None]:
+    """Quiet the SDK's warning that logging is deprecated, around a call that is not awaited.
+
+    From 2026-07-28 on (SEP-2577) a request opts into log messages through its
+    `_meta`; the handshake era still sets a level with `logging/setLevel`,
+    and the SDK warns at each use of the API that serves both. Nothing here
+    awaits, so no other task runs while the filter is changed.
+    """
+    from mcp.shared.exceptions import MCPDeprecationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        yield
+
+
+def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Any:
+    # The SDK makes a session object per request; the connection behind it is what
+    # a handshake-era logging/setLevel belongs to.
+    return getattr(ctx.session, "_connection", ctx.session)
+
+
+def _log_entry(tool: str, event: CommandEvent) -> tuple[mcp_types.LoggingLevel, dict[str, Any]]:
+    """The level and data of the log message that tells a client about `event`.
+
+    A command started is `info`; one that ended is `debug` when it
+    succeeded, `notice` with a non-zero exit, `warning` when it was killed
+    (its timeout, a cancel) or refused (a policy), `error` when the
+    executor failed.
+    """
+    if isinstance(event, CommandStarted):
+        return "info", {"event": "started", "tool": tool, "command": event.description}
+    if isinstance(event, CommandCancelled):
+        return "warning", {
+            "event": "killed",
+            "tool": tool,
+            "command": event.pending,
+            "reason": "cancelled",
+            "duration": round(event.duration, 6),
+        }
+    assert isinstance(event, CommandFinished)
+    data: dict[str, Any] = {
+        "tool": tool,
+        "exit_code": event.exit_code,
+        "duration": round(event.duration, 6),
+    }
+    if event.outcome == "denied":
+        return "warning", {"event": "refused", **data, "reason": event.error}
+    if event.outcome == "timeout":
+        return "warning", {"event": "killed", **data, "reason": event.error}
+    if event.outcome in ("error", "exception"):
+        return "error", {"event": "failed", **data, "reason": event.error}
+    level: mcp_types.LoggingLevel = "debug" if event.outcome == "ok" else "notice"
+    return level, {"event": "finished", **data}
+
+
 def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -485,6 +564,12 @@ class McpServer:
         self.approval_ttl = approval_ttl
         self._server: Server[Any] | None = None
         self._spent = _Spent(approval_ttl)
+        # Commands run through this wrapper, so the server can tell its client what
+        # became of each (the logging capability). One wrapper for every call: the
+        # toolset keeps a persistent shell per executor object.
+        self._observed = Observed(executor, self._observe, tracing=False)
+        # The level each handshake-era connection set (logging/setLevel), by connection.
+        self._levels: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._tool_names = frozenset(tool.name for tool in self.toolset.tools)
 
     def __repr__(self) -> str:
@@ -508,13 +593,15 @@ class McpServer:
             ours = "0"
         from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
-        server: Server[Any] = Server(
-            self.name,
-            version=ours,
-            instructions=self.instructions,
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-        )
+        with _handshake_logging():
+            server: Server[Any] = Server(
+                self.name,
+                version=ours,
+                instructions=self.instructions,
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                on_set_logging_level=self._set_logging_level,
+            )
         # The approvals' state travels through the client: sealed under a key of this
         # process, bound to the call and the principal, refused when it fails verification.
         security = RequestStateSecurity.ephemeral(ttl=self.approval_ttl)
@@ -554,8 +641,9 @@ class McpServer:
             call.take_state(self._spent)
         except _StateError as error:
             raise MCPError(INVALID_PARAMS, str(error)) from None
+        call.log_level = self._log_level(ctx)
         context = ToolsetContext(
-            self.executor, on_output=_Progress(ctx) if _wants_progress(ctx) else None
+            self._observed, on_output=_Progress(ctx) if _wants_progress(ctx) else None
         )
         token = _CURRENT.set(call)
         try:
@@ -574,6 +662,43 @@ class McpServer:
         if call.pending:
             return InputRequiredResult(input_requests=call.pending, request_state=call.state())
         return tool_result(params.name, output, context.last_output)
+
+    async def _set_logging_level(
+        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.SetLevelRequestParams
+    ) -> mcp_types.EmptyResult:
+        from mcp_types import EmptyResult
+
+        self._levels[_connection_of(ctx)] = _LEVELS.index(params.level)
+        return EmptyResult()
+
+    def _log_level(self, ctx: ServerRequestContext[Any, Any]) -> int | None:
+        """The lowest level this call's client takes log messages at, or None for none.
+
+        On 2026-07-28 a request opts in through its `_meta`; on the handshake
+        era the connection's `logging/setLevel` holds until changed, and a
+        client that never set one gets none.
+        """
+        from mcp_types import LOG_LEVEL_META_KEY
+
+        if _modern(ctx):
+            asked = (ctx.meta or {}).get(LOG_LEVEL_META_KEY)
+            return _LEVELS.index(asked) if asked in _LEVELS else None
+        return self._levels.get(_connection_of(ctx))
+
+    async def _observe(self, event: CommandEvent) -> None:
+        """Tell the current call's client what became of its command, at its level."""
+        call = _CURRENT.get()
+        if call is None or call.log_level is None or isinstance(event, CommandChunk):
+            return
+        level, data = _log_entry(call.params.name, event)
+        if _LEVELS.index(level) < call.log_level:
+            return
+        with _handshake_logging():  # the SDK warns when the method is called, not awaited
+            sending = call.ctx.session.send_log_message(
+                level, data, logger="executor", related_request_id=call.ctx.request_id
+            )
+        with contextlib.suppress(Exception):  # a client gone away must not fail the command
+            await sending
 
     async def run_stdio(self) -> None:
         """Serve one client on this process's stdin and stdout until it closes them."""

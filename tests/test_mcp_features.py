@@ -112,3 +112,111 @@ async def test_logging_over_stdio(tmp_path: Path) -> None:
         refused = await client.call_tool("run", {"command": "curl http://example.invalid"})
         assert refused.is_error
     assert [(level, data["event"]) for level, data in got] == [("warning", "refused")]
+
+
+# --- roots --------------------------------------------------------------------------------
+
+
+def workspace(tmp_path: Path) -> Path:
+    work = tmp_path / "ws"
+    for name, text in (("app/a.txt", "in app\n"), ("lib/b.txt", "in lib\n"), ("top.txt", "top\n")):
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(text)
+    return work
+
+
+def text_of(result: mcp_types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, mcp_types.TextContent)
+    return block.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_roots_narrow_what_the_tools_reach(tmp_path: Path, mode: str) -> None:
+    """A root inside the workspace: files there only, commands start there; it follows changes."""
+    work = workspace(tmp_path)
+    offered = [work / "app", tmp_path / "elsewhere"]
+
+    async def list_roots(context: Any) -> mcp_types.ListRootsResult:
+        return mcp_types.ListRootsResult(
+            roots=[mcp_types.Root(uri=path.as_uri()) for path in offered]  # type: ignore[arg-type]
+        )
+
+    async with LocalExecutor(work) as local:
+        mcp_server = McpServer(local)
+        async with Client(mcp_server.server, mode=mode, list_roots_callback=list_roots) as client:
+            inside = await client.call_tool("read_file", {"path": "app/a.txt"})
+            assert not inside.is_error, text_of(inside)
+            assert "in app" in text_of(inside)
+            for name, arguments in (
+                ("read_file", {"path": "top.txt"}),
+                ("read_file", {"path": "lib/b.txt"}),
+                ("write_file", {"path": "lib/new.txt", "content": "x"}),
+                ("run", {"command": "cat b.txt", "cwd": "lib"}),
+            ):
+                outside = await client.call_tool(name, arguments)
+                assert outside.is_error, (name, text_of(outside))
+                assert outside.structured_content is not None
+                assert outside.structured_content["kind"] == "denied"
+                assert "outside every root" in text_of(outside), text_of(outside)
+            listed = await client.call_tool("list_files", {})
+            assert "app/a.txt" in text_of(listed)
+            assert "top.txt" not in text_of(listed)
+            assert "lib/b.txt" not in text_of(listed)
+            where = await client.call_tool("run", {"command": "pwd"})
+            assert text_of(where).splitlines()[0] == str(work / "app")
+            # The client's roots change: the next call follows them.
+            offered[:] = [work / "lib"]
+            if mode == "legacy":
+                with deprecated_handshake_api():
+                    await client.send_roots_list_changed()
+            moved = await client.call_tool("read_file", {"path": "lib/b.txt"})
+            assert not moved.is_error, text_of(moved)
+            left = await client.call_tool("read_file", {"path": "app/a.txt"})
+            assert left.is_error
+    assert not (work / "lib" / "new.txt").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_roots_can_only_narrow(tmp_path: Path, mode: str) -> None:
+    """A root holding the workspace leaves it whole; roots all elsewhere leave nothing."""
+    work = workspace(tmp_path)
+    offered = [Path("/")]
+
+    async def list_roots(context: Any) -> mcp_types.ListRootsResult:
+        return mcp_types.ListRootsResult(
+            roots=[mcp_types.Root(uri=path.as_uri()) for path in offered]  # type: ignore[arg-type]
+        )
+
+    async with LocalExecutor(work) as local:
+        mcp_server = McpServer(local)
+        async with Client(mcp_server.server, mode=mode, list_roots_callback=list_roots) as client:
+            whole = await client.call_tool("read_file", {"path": "top.txt"})
+            assert not whole.is_error, text_of(whole)
+            # The parent's parent is no way out: paths stay relative to the workspace.
+            escape = await client.call_tool("read_file", {"path": "../ws/top.txt"})
+            assert escape.is_error
+            offered[:] = [tmp_path / "elsewhere"]
+            if mode == "legacy":
+                with deprecated_handshake_api():
+                    await client.send_roots_list_changed()
+            for name, arguments in (
+                ("read_file", {"path": "top.txt"}),
+                ("run", {"command": "touch ran"}),
+                ("list_files", {}),
+            ):
+                refused = await client.call_tool(name, arguments)
+                assert refused.is_error, name
+                assert "none of the client's roots" in text_of(refused), text_of(refused)
+    assert not (work / "ran").exists()
+
+
+async def test_no_roots_offered_leaves_the_workspace_whole(tmp_path: Path) -> None:
+    """A client without the roots capability: the workspace as the server was given it."""
+    work = workspace(tmp_path)
+    async with (
+        LocalExecutor(work) as local,
+        Client(McpServer(local).server, mode="auto") as client,
+    ):
+        read = await client.call_tool("read_file", {"path": "top.txt"})
+        assert not read.is_error, text_of(read)

@@ -52,9 +52,11 @@ import anyio
 import attrs
 
 from executor._core.base import ToolExecutor
+from executor._core.commands import Command
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.render import for_model
 from executor._mcp.envelope import envelope_problem, invalid_request
+from executor._mcp.roots import Rooted, RootScope, root_paths, scope_of
 from executor._policies.observed import (
     CommandCancelled,
     CommandChunk,
@@ -169,6 +171,9 @@ class _Call:
     missing_elicitation: bool = False
     # The lowest log level the client takes for this call (an index of _LEVELS), or None.
     log_level: int | None = None
+    # The client's roots (paths), once known for this call; what they leave of the workspace.
+    roots: tuple[str, ...] | None = None
+    scope: RootScope | None = None
 
     def take_state(self, spent: _Spent) -> None:
         """Read the verified state, and take the answers to the questions it says were asked.
@@ -183,6 +188,8 @@ class _Call:
                 raise _StateError("this requestState was used already")
             self.answered = dict(decoded["answered"])
             self.asked = frozenset(decoded["asked"])
+            if decoded.get("roots") is not None:
+                self.roots = tuple(decoded["roots"])
         given = self.params.input_responses or {}
         self.responses = {key: given[key] for key in self.asked if key in given}
 
@@ -193,6 +200,7 @@ class _Call:
                 "id": secrets.token_urlsafe(16),
                 "answered": self.answered,
                 "asked": sorted(self.pending),
+                "roots": self.roots,
             },
             sort_keys=True,
         )
@@ -418,6 +426,9 @@ class _Progress:
             await self._ctx.session.report_progress(self._sent, None, text[start : start + _PIECE])
 
 
+# The key of the roots question in a 2026-07-28 round.
+_ROOTS_KEY = "roots"
+
 # RFC 5424's levels, as MCP names them, from the least severe.
 _LEVELS: tuple[mcp_types.LoggingLevel, ...] = (
     "debug",
@@ -432,13 +443,14 @@ _LEVELS: tuple[mcp_types.LoggingLevel, ...] = (
 
 
 @contextlib.contextmanager
-def _handshake_logging() -> Iterator[None]:
-    """Quiet the SDK's warning that logging is deprecated, around a call that is not awaited.
+def _deprecated_api() -> Iterator[None]:
+    """Quiet the SDK's warning that logging and roots are deprecated, around a call not awaited.
 
     From 2026-07-28 on (SEP-2577) a request opts into log messages through its
-    `_meta`; the handshake era still sets a level with `logging/setLevel`,
-    and the SDK warns at each use of the API that serves both. Nothing here
-    awaits, so no other task runs while the filter is changed.
+    `_meta`, and roots are asked in a round; the handshake era still sets a
+    level with `logging/setLevel` and lists roots with `roots/list`, and the
+    SDK warns at each use of the API that serves them. Nothing here awaits,
+    so no other task runs while the filter is changed.
     """
     from mcp.shared.exceptions import MCPDeprecationWarning
 
@@ -567,9 +579,15 @@ class McpServer:
         # Commands run through this wrapper, so the server can tell its client what
         # became of each (the logging capability). One wrapper for every call: the
         # toolset keeps a persistent shell per executor object.
-        self._observed = Observed(executor, self._observe, tracing=False)
+        # Inside it, the client's roots narrow where commands reach (`Rooted`).
+        self._observed = Observed(
+            Rooted(executor, self._current_scope), self._observe, tracing=False
+        )
         # The level each handshake-era connection set (logging/setLevel), by connection.
         self._levels: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        # Each handshake-era connection's roots, until it says they changed.
+        self._roots: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
+        self._workspace: tuple[str, ...] | None = None
         self._tool_names = frozenset(tool.name for tool in self.toolset.tools)
 
     def __repr__(self) -> str:
@@ -593,7 +611,7 @@ class McpServer:
             ours = "0"
         from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
-        with _handshake_logging():
+        with _deprecated_api():
             server: Server[Any] = Server(
                 self.name,
                 version=ours,
@@ -601,6 +619,7 @@ class McpServer:
                 on_list_tools=self._list_tools,
                 on_call_tool=self._call_tool,
                 on_set_logging_level=self._set_logging_level,
+                on_roots_list_changed=self._roots_changed,
             )
         # The approvals' state travels through the client: sealed under a key of this
         # process, bound to the call and the principal, refused when it fails verification.
@@ -628,6 +647,7 @@ class McpServer:
             ClientCapabilities,
             ElicitationCapability,
             InputRequiredResult,
+            ListRootsRequest,
             MissingRequiredClientCapabilityErrorData,
         )
 
@@ -642,6 +662,14 @@ class McpServer:
         except _StateError as error:
             raise MCPError(INVALID_PARAMS, str(error)) from None
         call.log_level = self._log_level(ctx)
+        capabilities = ctx.session.client_capabilities
+        if capabilities is not None and capabilities.roots is not None:
+            roots = await self._client_roots(ctx, call)
+            if roots is None:  # 2026-07-28: asked in a round of its own
+                call.pending[_ROOTS_KEY] = ListRootsRequest()
+                return InputRequiredResult(input_requests=call.pending, request_state=call.state())
+            call.roots = roots
+            call.scope = scope_of(roots, await self._workspace_paths())
         context = ToolsetContext(
             self._observed, on_output=_Progress(ctx) if _wants_progress(ctx) else None
         )
@@ -662,6 +690,65 @@ class McpServer:
         if call.pending:
             return InputRequiredResult(input_requests=call.pending, request_state=call.state())
         return tool_result(params.name, output, context.last_output)
+
+    def _current_scope(self) -> RootScope | None:
+        call = _CURRENT.get()
+        return None if call is None else call.scope
+
+    async def _client_roots(
+        self, ctx: ServerRequestContext[Any, Any], call: _Call
+    ) -> tuple[str, ...] | None:
+        """The roots of this call's client (paths); None when they must be asked first.
+
+        On the handshake era they are asked by `roots/list` once per
+        connection, and again after `notifications/roots/list_changed`; on
+        2026-07-28 a call asks in an `InputRequiredResult` round, and the
+        sealed state carries the answer through the call's later rounds.
+        """
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import INTERNAL_ERROR, ListRootsResult
+
+        if _modern(ctx):
+            if call.roots is not None:
+                return call.roots
+            answer = call.responses.get(_ROOTS_KEY)
+            if isinstance(answer, ListRootsResult):
+                return root_paths(str(root.uri) for root in answer.roots)
+            return None
+        connection = _connection_of(ctx)
+        known = self._roots.get(connection)
+        if known is None:
+            try:
+                with _deprecated_api():  # the SDK warns when the method is called
+                    asking = ctx.session.list_roots()
+                result = await asking
+            except Exception as error:
+                raise MCPError(
+                    INTERNAL_ERROR, f"could not list the client's roots: {error}"
+                ) from None
+            known = root_paths(str(root.uri) for root in result.roots)
+            self._roots[connection] = known
+        return known
+
+    async def _roots_changed(
+        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.NotificationParams | None
+    ) -> None:
+        self._roots.pop(_connection_of(ctx), None)
+
+    async def _workspace_paths(self) -> tuple[str, ...]:
+        """Where commands start, as named and resolved: what the client's roots are held to.
+
+        Asked once of the innermost executor (past the policies, which are
+        for the model's commands, not the server's own question).
+        """
+        if self._workspace is None:
+            inner = self.executor
+            while isinstance(getattr(inner, "inner", None), ToolExecutor):
+                inner = inner.inner  # type: ignore[attr-defined]
+            output = await inner.exec_cmd(Command.shell("pwd; pwd -P"))
+            lines = output.stdout.decode(errors="surrogateescape").splitlines()
+            self._workspace = tuple(dict.fromkeys(line for line in lines if line))
+        return self._workspace
 
     async def _set_logging_level(
         self, ctx: ServerRequestContext[Any, Any], params: mcp_types.SetLevelRequestParams
@@ -693,7 +780,7 @@ class McpServer:
         level, data = _log_entry(call.params.name, event)
         if _LEVELS.index(level) < call.log_level:
             return
-        with _handshake_logging():  # the SDK warns when the method is called, not awaited
+        with _deprecated_api():  # the SDK warns when the method is called, not awaited
             sending = call.ctx.session.send_log_message(
                 level, data, logger="executor", related_request_id=call.ctx.request_id
             )

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 mcp = pytest.importorskip("mcp", reason="the MCP tests need executor[mcp]")
@@ -22,7 +23,7 @@ from mcp import Client  # noqa: E402
 from mcp.shared.exceptions import MCPDeprecationWarning  # noqa: E402
 from test_mcp import MODES, server  # noqa: E402
 
-from executor import CommandRules, LocalExecutor, McpServer  # noqa: E402
+from executor import CommandRules, LocalExecutor, McpServer, Toolset  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -220,3 +221,132 @@ async def test_no_roots_offered_leaves_the_workspace_whole(tmp_path: Path) -> No
     ):
         read = await client.call_tool("read_file", {"path": "top.txt"})
         assert not read.is_error, text_of(read)
+
+
+# --- resources ----------------------------------------------------------------------------
+
+
+def contents_text(result: mcp_types.ReadResourceResult) -> str:
+    (contents,) = result.contents
+    assert isinstance(contents, mcp_types.TextResourceContents)
+    return contents.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_jobs_output_is_a_live_resource(tmp_path: Path, mode: str) -> None:
+    """A job's output: the subscriber hears of each change while it runs, then of its end."""
+    updates: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mcp_types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+            heard.set()
+
+    script = "echo first; while [ ! -e go ]; do sleep 0.02; done; echo second; exit 4"
+    async with (
+        LocalExecutor(tmp_path) as local,
+        Toolset() as toolset,
+        Client(McpServer(local, toolset).server, mode=mode, message_handler=on_message) as client,
+    ):
+        started = await client.call_tool("job_start", {"command": script})
+        assert not started.is_error, text_of(started)
+        assert started.structured_content is not None
+        uri = started.structured_content["resource"]
+        assert uri.startswith("executor://commands/")
+
+        async def read() -> str:
+            return contents_text(await client.read_resource(uri, cache_mode="bypass"))
+
+        async def follow() -> None:
+            if mode == "legacy":
+                with deprecated_handshake_api():
+                    await client.subscribe_resource(uri)
+                await anyio.sleep_forever()
+            async with client.listen(resource_subscriptions=[uri]) as subscription:
+                async for event in subscription:
+                    updates.append(getattr(event, "uri", ""))
+                    heard.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(follow)
+            with anyio.fail_after(20):
+                while "first" not in await read():
+                    await anyio.sleep(0.02)
+            assert (await read()).endswith("[running]")
+            heard = anyio.Event()
+            (tmp_path / "go").touch()
+            with anyio.fail_after(20):
+                while not (await read()).endswith("[exit code 4]"):
+                    await heard.wait()
+                    heard = anyio.Event()
+            group.cancel_scope.cancel()
+        assert await read() == "first\nsecond\n[exit code 4]"
+        assert updates
+        assert set(updates) == {uri}
+        listed = await client.list_resources(cache_mode="bypass")
+        assert uri in {str(resource.uri) for resource in listed.resources}
+
+
+async def test_a_spilled_output_is_served_whole_in_pages(tmp_path: Path) -> None:
+    """The spill file a cut result names: its pages join to every byte the command wrote."""
+    spill = tmp_path / "spill"
+    script = (
+        "python3 -c \"import sys; sys.stdout.write(''.join(f'{i} é\\n' for i in range(400000)))\""
+    )
+    expected = "".join(f"{i} é\n" for i in range(400000))
+    async with (
+        LocalExecutor(tmp_path, output_limit=1 << 16, spill=spill) as local,
+        Client(McpServer(local).server, mode="auto") as client,
+    ):
+        result = await client.call_tool("run", {"command": script})
+        assert result.structured_content is not None
+        uri = result.structured_content["spill"]
+        assert uri.startswith("executor://spill/output-")
+        first = await client.read_resource(uri, cache_mode="bypass")
+        (contents,) = first.contents
+        assert contents.meta is not None
+        pages = contents.meta["pages"]
+        assert pages == -(-len(expected.encode()) // (1 << 20)) > 2
+        joined = contents_text(first) + "".join(
+            [
+                contents_text(await client.read_resource(f"{uri}?page={n}", cache_mode="bypass"))
+                for n in range(1, pages)
+            ]
+        )
+        assert joined == expected
+        with pytest.raises(mcp.MCPError) as past:
+            await client.read_resource(f"{uri}?page={pages}", cache_mode="bypass")
+        assert "past the end" in past.value.message
+
+
+async def test_workspace_files_are_listed_in_pages_and_read(tmp_path: Path) -> None:
+    """Files listed 200 to a page; read through the executor; a missing one is -32602 with uri."""
+    for n in range(450):
+        (tmp_path / f"f{n:03}.txt").write_text(f"file {n}\n")
+    async with (
+        LocalExecutor(tmp_path) as local,
+        Client(McpServer(local).server, mode="auto") as client,
+    ):
+        seen: list[str] = []
+        cursor: str | None = None
+        pages = 0
+        while True:
+            page = await client.list_resources(cursor=cursor, cache_mode="bypass")
+            pages += 1
+            assert len(page.resources) <= 200
+            seen += [str(resource.uri) for resource in page.resources]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert pages == 3
+        files = sorted(uri for uri in seen if uri.startswith("executor://files/"))
+        assert files == [f"executor://files/f{n:03}.txt" for n in range(450)]
+        read = await client.read_resource("executor://files/f007.txt", cache_mode="bypass")
+        assert contents_text(read) == "file 7\n"
+        with pytest.raises(mcp.MCPError) as missing:
+            await client.read_resource("executor://files/nope.txt", cache_mode="bypass")
+        assert missing.value.code == mcp_types.INVALID_PARAMS
+        assert missing.value.data == {"uri": "executor://files/nope.txt"}
+        templates = await client.list_resource_templates()
+        assert "executor://files/{+path}" in {t.uri_template for t in templates.resource_templates}

@@ -52,10 +52,12 @@ import anyio
 import attrs
 
 from executor._core.base import ToolExecutor
-from executor._core.commands import Command
+from executor._core.commands import Command, ReadFile, WriteFile
+from executor._core.errors import CommandError
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.render import for_model
 from executor._mcp.envelope import envelope_problem, invalid_request
+from executor._mcp.resources import Resources, resource_templates
 from executor._mcp.roots import Rooted, RootScope, root_paths, scope_of
 from executor._policies.observed import (
     CommandCancelled,
@@ -158,7 +160,10 @@ class _Call:
     """
 
     ctx: ServerRequestContext[Any, Any]
-    params: mcp_types.CallToolRequestParams
+    # tools/call's or resources/read's params: both carry input_responses and request_state.
+    params: Any
+    # The tool called, or "resources/read".
+    name: str
     pending: dict[str, Any] = attrs.Factory(dict)
     # Answers of earlier rounds: a call that asks twice (a read, then a write)
     # gets each answer once, not the last round's only.
@@ -174,6 +179,10 @@ class _Call:
     # The client's roots (paths), once known for this call; what they leave of the workspace.
     roots: tuple[str, ...] | None = None
     scope: RootScope | None = None
+    # Whether the request is still being served (a job's events come later).
+    active: bool = True
+    # The commands the call ran (Observed's ids), in order.
+    commands: list[str] = attrs.Factory(list)
 
     def take_state(self, spent: _Spent) -> None:
         """Read the verified state, and take the answers to the questions it says were asked.
@@ -327,6 +336,16 @@ def output_schema(name: str) -> dict[str, Any]:
                 "type": "boolean",
                 "description": "Whether the executor kept only part of the output",
             },
+            "resource": {
+                "type": "string",
+                "format": "uri",
+                "description": "The resource of the call's last command: its output, live",
+            },
+            "spill": {
+                "type": "string",
+                "format": "uri",
+                "description": "The resource of the whole output, where it was cut and kept",
+            },
         },
         "required": ["tool", "kind", "is_error", "exit_code"],
         "additionalProperties": False,
@@ -425,6 +444,8 @@ class _Progress:
         for start in range(0, len(text), _PIECE):
             await self._ctx.session.report_progress(self._sent, None, text[start : start + _PIECE])
 
+
+_FILE_COMMANDS = (ReadFile, WriteFile)
 
 # The key of the roots question in a 2026-07-28 round.
 _ROOTS_KEY = "roots"
@@ -580,14 +601,22 @@ class McpServer:
         # became of each (the logging capability). One wrapper for every call: the
         # toolset keeps a persistent shell per executor object.
         # Inside it, the client's roots narrow where commands reach (`Rooted`).
-        self._observed = Observed(
-            Rooted(executor, self._current_scope), self._observe, tracing=False
-        )
+        self._rooted = Rooted(executor, self._current_scope)
+        self._observed = Observed(self._rooted, self._observe, tracing=False)
         # The level each handshake-era connection set (logging/setLevel), by connection.
         self._levels: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         # Each handshake-era connection's roots, until it says they changed.
         self._roots: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
         self._workspace: tuple[str, ...] | None = None
+        self._resources = Resources(self._rooted, self._resource_changed)
+        # Subscriptions: the handshake era's, by connection (URI -> the session to tell);
+        # 2026-07-28's through subscriptions/listen streams fed by the bus.
+        self._subscribers: weakref.WeakKeyDictionary[Any, dict[str, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
+        from mcp.server.subscriptions import InMemorySubscriptionBus
+
+        self._bus = InMemorySubscriptionBus()
         self._tool_names = frozenset(tool.name for tool in self.toolset.tools)
 
     def __repr__(self) -> str:
@@ -604,6 +633,7 @@ class McpServer:
         from importlib.metadata import PackageNotFoundError, version
 
         from mcp.server.lowlevel.server import Server
+        from mcp.server.subscriptions import ListenHandler
 
         try:
             ours = version("executor")
@@ -618,6 +648,12 @@ class McpServer:
                 instructions=self.instructions,
                 on_list_tools=self._list_tools,
                 on_call_tool=self._call_tool,
+                on_list_resources=self._list_resources,
+                on_list_resource_templates=self._list_resource_templates,
+                on_read_resource=self._read_resource,
+                on_subscribe_resource=self._subscribe,
+                on_unsubscribe_resource=self._unsubscribe,
+                on_subscriptions_listen=ListenHandler(self._bus),
                 on_set_logging_level=self._set_logging_level,
                 on_roots_list_changed=self._roots_changed,
             )
@@ -647,7 +683,6 @@ class McpServer:
             ClientCapabilities,
             ElicitationCapability,
             InputRequiredResult,
-            ListRootsRequest,
             MissingRequiredClientCapabilityErrorData,
         )
 
@@ -656,7 +691,50 @@ class McpServer:
                 INVALID_PARAMS,
                 f"Unknown tool: {params.name!r}; the tools are: {', '.join(self.toolset.names)}",
             )
-        call = _Call(ctx, params)
+        call = await self._begin(ctx, params, params.name)
+        if isinstance(call, InputRequiredResult):
+            return call
+        context = ToolsetContext(
+            self._observed, on_output=_Progress(ctx) if _wants_progress(ctx) else None
+        )
+        token = _CURRENT.set(call)
+        try:
+            output = await self.toolset.call(context, params.name, params.arguments or {})
+        finally:
+            call.active = False
+            _CURRENT.reset(token)
+        if call.missing_elicitation and _modern(ctx):
+            data = MissingRequiredClientCapabilityErrorData(
+                required_capabilities=ClientCapabilities(elicitation=ElicitationCapability())
+            )
+            raise MCPError(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "approval is needed, and this client does not declare elicitation",
+                data.model_dump(by_alias=True, mode="json", exclude_none=True),
+            )
+        if call.pending:
+            return InputRequiredResult(input_requests=call.pending, request_state=call.state())
+        result = tool_result(params.name, output, context.last_output)
+        links = {
+            "resource": self._resources.uri_of(call.commands[-1]) if call.commands else None,
+            "spill": self._resources.spilled(context.last_output),
+        }
+        assert result.structured_content is not None
+        result.structured_content.update({k: v for k, v in links.items() if v is not None})
+        return result
+
+    async def _begin(
+        self, ctx: ServerRequestContext[Any, Any], params: Any, name: str
+    ) -> _Call | mcp_types.InputRequiredResult:
+        """The call a request makes: its verified state, its log level and its roots.
+
+        On 2026-07-28 a client that offers roots is asked for them first, in
+        an `InputRequiredResult` round (returned here).
+        """
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import INVALID_PARAMS, InputRequiredResult, ListRootsRequest
+
+        call = _Call(ctx, params, name)
         try:
             call.take_state(self._spent)
         except _StateError as error:
@@ -670,26 +748,101 @@ class McpServer:
                 return InputRequiredResult(input_requests=call.pending, request_state=call.state())
             call.roots = roots
             call.scope = scope_of(roots, await self._workspace_paths())
-        context = ToolsetContext(
-            self._observed, on_output=_Progress(ctx) if _wants_progress(ctx) else None
-        )
+        return call
+
+    # --- resources -------------------------------------------------------------------
+
+    async def _list_resources(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: mcp_types.PaginatedRequestParams | None,
+    ) -> mcp_types.ListResourcesResult:
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import INVALID_PARAMS, ListResourcesResult
+
+        # The workspace's files are listed as the client's roots leave them; on 2026-07-28
+        # a listing cannot ask for the roots, so a client that offers them reads files
+        # through the template instead.
+        capabilities = ctx.session.client_capabilities
+        offers_roots = capabilities is not None and capabilities.roots is not None
+        call = _Call(ctx, params, "resources/list")
+        files = True
+        if offers_roots and _modern(ctx):
+            files = False
+        elif offers_roots:
+            roots = await self._client_roots(ctx, call)
+            assert roots is not None
+            call.scope = scope_of(roots, await self._workspace_paths())
+            files = bool(call.scope.prefixes)
         token = _CURRENT.set(call)
         try:
-            output = await self.toolset.call(context, params.name, params.arguments or {})
+            listed, cursor = await self._resources.list(
+                params.cursor if params is not None else None, files=files
+            )
+        except ValueError as error:
+            raise MCPError(INVALID_PARAMS, str(error)) from None
         finally:
             _CURRENT.reset(token)
-        if call.missing_elicitation and _modern(ctx):
-            data = MissingRequiredClientCapabilityErrorData(
-                required_capabilities=ClientCapabilities(elicitation=ElicitationCapability())
-            )
-            raise MCPError(
-                MISSING_REQUIRED_CLIENT_CAPABILITY,
-                "approval is needed, and this client does not declare elicitation",
-                data.model_dump(by_alias=True, mode="json", exclude_none=True),
-            )
-        if call.pending:
-            return InputRequiredResult(input_requests=call.pending, request_state=call.state())
-        return tool_result(params.name, output, context.last_output)
+        return ListResourcesResult(resources=listed, next_cursor=cursor)
+
+    async def _list_resource_templates(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: mcp_types.PaginatedRequestParams | None,
+    ) -> mcp_types.ListResourceTemplatesResult:
+        from mcp_types import ListResourceTemplatesResult
+
+        return ListResourceTemplatesResult(resource_templates=resource_templates())
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.ReadResourceRequestParams
+    ) -> mcp_types.ReadResourceResult | mcp_types.InputRequiredResult:
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import INVALID_PARAMS, InputRequiredResult, ReadResourceResult
+
+        call = await self._begin(ctx, params, "resources/read")
+        if isinstance(call, InputRequiredResult):
+            return call
+        uri = str(params.uri)
+        token = _CURRENT.set(call)
+        try:
+            contents = await self._resources.read(uri)
+        except (LookupError, ValueError, CommandError) as error:
+            # SEP-2164: a resource that is not there is invalid params, naming its URI.
+            raise MCPError(INVALID_PARAMS, str(error), {"uri": uri}) from None
+        finally:
+            call.active = False
+            _CURRENT.reset(token)
+        return ReadResourceResult(contents=[contents])
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.SubscribeRequestParams
+    ) -> mcp_types.EmptyResult:
+        from mcp_types import EmptyResult
+
+        connection = _connection_of(ctx)
+        self._subscribers.setdefault(connection, {})[str(params.uri)] = ctx.session
+        return EmptyResult()
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.UnsubscribeRequestParams
+    ) -> mcp_types.EmptyResult:
+        from mcp_types import EmptyResult
+
+        self._subscribers.get(_connection_of(ctx), {}).pop(str(params.uri), None)
+        return EmptyResult()
+
+    async def _resource_changed(self, uri: str) -> None:
+        """Tell those who subscribed to `uri` (either era) that it changed."""
+        from mcp.server.subscriptions import ResourceUpdated
+
+        await self._bus.publish(ResourceUpdated(uri))
+        for subscribed in list(self._subscribers.values()):
+            session = subscribed.get(uri)
+            if session is None:
+                continue
+            with contextlib.suppress(Exception):  # a client gone: its connection is dropped
+                await session.send_resource_updated(uri)
 
     def _current_scope(self) -> RootScope | None:
         call = _CURRENT.get()
@@ -773,11 +926,17 @@ class McpServer:
         return self._levels.get(_connection_of(ctx))
 
     async def _observe(self, event: CommandEvent) -> None:
-        """Tell the current call's client what became of its command, at its level."""
+        """Record each command as a resource; tell the call's client what became of it."""
         call = _CURRENT.get()
-        if call is None or call.log_level is None or isinstance(event, CommandChunk):
+        if isinstance(event, CommandStarted) and call is not None:
+            call.commands.append(event.call_id)
+        if not (isinstance(event, CommandStarted) and isinstance(event.command, _FILE_COMMANDS)):
+            await self._resources.observe(event, call.name if call is not None else "")
+        if call is None or not call.active or call.log_level is None:
             return
-        level, data = _log_entry(call.params.name, event)
+        if isinstance(event, CommandChunk):
+            return
+        level, data = _log_entry(call.name, event)
         if _LEVELS.index(level) < call.log_level:
             return
         with _deprecated_api():  # the SDK warns when the method is called, not awaited

@@ -415,6 +415,30 @@ async def test_each_backend(backend_flags: list[str]) -> None:
         assert text_of(read) == "     2\tb\n[lines 2-2 of 2]"
         found = await client.call_tool("search", {"pattern": "^b$", "path": "d"})
         assert text_of(found) == "d/n.txt:2:b"
+        # Resources: the backend's own file, and the failed command's output and end.
+        served = await client.read_resource("executor://files/d/n.txt", cache_mode="bypass")
+        assert [
+            c.text for c in served.contents if isinstance(c, mcp_types.TextResourceContents)
+        ] == ["a\nb\n"]
+        ran = await client.read_resource(failed.structured_content["resource"], cache_mode="bypass")
+        assert [c.text for c in ran.contents if isinstance(c, mcp_types.TextResourceContents)] == [
+            "out\nerr\n[exit code 5]"
+        ]
+        workspace = text_of(await client.call_tool("run", {"command": "pwd"})).splitlines()[0]
+
+    # The client's roots, as paths of the backend's world: they narrow what the tools reach.
+    async def list_roots(context: Any) -> mcp_types.ListRootsResult:
+        root = mcp_types.Root(uri=f"file://{workspace}/d")  # type: ignore[arg-type]
+        return mcp_types.ListRootsResult(roots=[root])
+
+    async with Client(server(*backend_flags), list_roots_callback=list_roots) as client:
+        inside = await client.call_tool("read_file", {"path": "d/n.txt"})
+        assert not inside.is_error, text_of(inside)
+        outside = await client.call_tool("write_file", {"path": "e.txt", "content": "x"})
+        assert outside.is_error
+        assert "outside every root" in text_of(outside)
+        where = await client.call_tool("run", {"command": "pwd; ls"})
+        assert text_of(where) == f"{workspace}/d\nn.txt\n[exit code 0]"
 
 
 # --- configuration and policies ------------------------------------------------------------
@@ -440,6 +464,23 @@ async def test_toml_config_policies_and_audit_log(tmp_path: Path) -> None:
         ("start", "curl http://example.invalid"),
         ("denied", "curl http://example.invalid"),
     ]
+
+
+async def test_spill_keeps_the_whole_output_as_a_resource(tmp_path: Path) -> None:
+    """--spill: an output past the executor's limit (32 MiB) is kept whole and served in pages."""
+    spill = tmp_path / "spill"
+    async with Client(server("--workdir", str(tmp_path), "--spill", str(spill))) as client:
+        result = await client.call_tool("run", {"command": "yes abc | head -c 40000000"})
+        assert result.structured_content is not None
+        assert result.structured_content["truncated"] is True
+        uri = result.structured_content["spill"]
+        last = await client.read_resource(f"{uri}?page=38", cache_mode="bypass")
+    (contents,) = last.contents
+    assert isinstance(contents, mcp_types.TextResourceContents)
+    assert contents.meta == {"page": 38, "pages": 39, "size": 40000000}
+    assert contents.text == ("abc\n" * 10_000_000)[38 << 20 :]
+    (kept,) = spill.iterdir()
+    assert kept.stat().st_size == 40000000
 
 
 async def test_read_only_serves_the_read_only_tools(tmp_path: Path) -> None:

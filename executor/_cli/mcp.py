@@ -89,6 +89,12 @@ def add_mcp_parser(commands: Any) -> None:
         help="how long a command may run when the model gives no timeout (default 120)",
     )
     parser.add_argument(
+        "--spill",
+        metavar="DIR",
+        help="keep the whole of an output too long to keep in DIR (on this machine), "
+        "served as a resource",
+    )
+    parser.add_argument(
         "--backend",
         choices=BACKENDS,
         help="where commands run; --sandbox, --docker and --ssh choose it too",
@@ -216,6 +222,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "approval": args.approval,
         "approval_timeout": args.approval_timeout,
         "audit_log": args.audit_log,
+        "spill": args.spill,
         "transport": args.transport,
         "host": args.host,
         "port": args.port,

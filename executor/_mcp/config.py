@@ -130,6 +130,9 @@ class McpConfig:
             (commands and file writes) or `all` (reads too).
         approval_timeout: Seconds to wait for an answer before refusing.
         audit_log: A file the `Audit` records are appended to, as JSON lines.
+        spill: A folder on this machine where the whole of an output too long
+            to keep is written (the executor's `spill=`), served as the
+            resource the result names.
         transport: `stdio` or `http` (streamable HTTP).
         host: The address HTTP binds (127.0.0.1 by default).
         port: The HTTP port; 0 picks a free one (the URL is printed).
@@ -164,6 +167,7 @@ class McpConfig:
     approval: ApprovalMode = attrs.field(default="never", validator=_choice(APPROVAL_MODES))
     approval_timeout: float | None = attrs.field(default=300.0, validator=_positive)
     audit_log: str | None = None
+    spill: str | None = None
     transport: Transport = attrs.field(default="stdio", validator=_choice(("stdio", "http")))
     host: str = "127.0.0.1"
     port: int = attrs.field(default=8765, validator=_port)
@@ -227,7 +231,7 @@ def check_origin(origin: str) -> str:
 
 # Where each TOML key goes: table -> key -> McpConfig field.
 _TOML: dict[str, dict[str, str]] = {
-    "": {"backend": "backend", "workdir": "workdir", "timeout": "timeout"},
+    "": {"backend": "backend", "workdir": "workdir", "timeout": "timeout", "spill": "spill"},
     "docker": {"image": "image"},
     "ssh": {
         "host": "ssh_host",
@@ -361,6 +365,8 @@ def backend_executor(config: McpConfig) -> ToolExecutor:
     options: dict[str, Any] = {}
     if config.workdir is not None:
         options["workdir"] = config.workdir
+    if config.spill is not None:
+        options["spill"] = os.path.expanduser(config.spill)
     if config.backend == "docker":
         from executor._docker.executor import DockerExecutor
 

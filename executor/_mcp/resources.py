@@ -107,6 +107,8 @@ class Resources:
         self._executor = executor
         self._notify = notify
         self._records: collections.OrderedDict[str, _Record] = collections.OrderedDict()
+        # The ended commands, oldest first: the first to be forgotten.
+        self._ended: collections.deque[str] = collections.deque()
         self._spills: dict[str, str] = {}
 
     # --- what the server tells us ------------------------------------------------------
@@ -117,7 +119,6 @@ class Resources:
             self._records[event.call_id] = _Record(
                 event.call_id, tool, event.description, event.time
             )
-            self._forget_old()
             return
         record = self._records.get(event.call_id)
         if record is None:
@@ -141,6 +142,10 @@ class Resources:
                 "denied": "refused",
             }.get(event.outcome, "failed")
             record.reason = event.error
+        if not isinstance(event, CommandChunk):
+            self._ended.append(record.id)
+            while len(self._ended) > _ENDED_KEPT:
+                self._records.pop(self._ended.popleft(), None)
         await self._notify(record.uri)
 
     def spilled(self, output: CommandOutput | None) -> str | None:
@@ -156,11 +161,6 @@ class Resources:
         """The resource of the command `call_id`, while it is kept."""
         record = self._records.get(call_id)
         return None if record is None else record.uri
-
-    def _forget_old(self) -> None:
-        ended = [key for key, record in self._records.items() if record.state != "running"]
-        for key in ended[: max(0, len(ended) - _ENDED_KEPT)]:
-            del self._records[key]
 
     # --- what the client asks ----------------------------------------------------------
 

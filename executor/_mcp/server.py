@@ -49,6 +49,7 @@ from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Seque
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import attrs
 
 from executor._core.base import ToolExecutor
@@ -614,9 +615,7 @@ class McpServer:
         self._subscribers: weakref.WeakKeyDictionary[Any, dict[str, Any]] = (
             weakref.WeakKeyDictionary()
         )
-        from mcp.server.subscriptions import InMemorySubscriptionBus
-
-        self._bus = InMemorySubscriptionBus()
+        self._bus = _Bus()
         self._tool_names = frozenset(tool.name for tool in self.toolset.tools)
 
     def __repr__(self) -> str:
@@ -834,9 +833,10 @@ class McpServer:
 
     async def _resource_changed(self, uri: str) -> None:
         """Tell those who subscribed to `uri` (either era) that it changed."""
-        from mcp.server.subscriptions import ResourceUpdated
+        if self._bus.listening:
+            from mcp.server.subscriptions import ResourceUpdated
 
-        await self._bus.publish(ResourceUpdated(uri))
+            await self._bus.publish(ResourceUpdated(uri))
         for subscribed in list(self._subscribers.values()):
             session = subscribed.get(uri)
             if session is None:
@@ -1069,6 +1069,40 @@ class McpServer:
                     server.should_exit = True
         finally:
             sock.close()
+
+
+class _Bus:
+    """The SDK's in-process subscription bus, at no cost while nobody listens.
+
+    The SDK's own passes through the event loop on every publish, which is
+    twice a command here (a command's start and end are resource updates).
+    """
+
+    def __init__(self) -> None:
+        self._listeners: dict[object, Callable[[Any], None]] = {}
+
+    @property
+    def listening(self) -> bool:
+        """Whether a `subscriptions/listen` stream is open."""
+        return bool(self._listeners)
+
+    async def publish(self, event: Any) -> None:
+        """Hand `event` to every listener; one that raises is skipped."""
+        for listener in list(self._listeners.values()):
+            with contextlib.suppress(Exception):
+                listener(event)
+        # Lets the listen streams drain between the events of a burst.
+        await anyio.lowlevel.checkpoint()
+
+    def subscribe(self, listener: Callable[[Any], None]) -> Callable[[], None]:
+        """Register `listener`; the callable returned unregisters it (twice is harmless)."""
+        token = object()
+        self._listeners[token] = listener
+
+        def unsubscribe() -> None:
+            self._listeners.pop(token, None)
+
+        return unsubscribe
 
 
 def _uvicorn_server() -> type[Any]:

@@ -108,10 +108,25 @@ async def test_every_result_matches_its_tools_output_schema(tmp_path: Path) -> N
                 jsonschema.validate(content, schema, cls=jsonschema.Draft202012Validator)
                 seen.setdefault(name, set()).add(content["kind"])
             await client.call_tool("job_stop", {"job_id": "1"})
+        # An executor that fails itself: its workdir removed under it.
+        gone = tmp_path / "gone"
+        gone.mkdir()
+        async with (
+            LocalExecutor(gone) as broken,
+            Client(McpServer(broken).server, mode="auto") as client,
+        ):
+            gone.rmdir()
+            result = await client.call_tool("run", {"command": "true"})
+            assert result.structured_content is not None
+            schema = listed["run"].output_schema
+            assert schema is not None
+            jsonschema.validate(
+                result.structured_content, schema, cls=jsonschema.Draft202012Validator
+            )
+            seen["run"].add(result.structured_content["kind"])
     assert set(seen) == set(TOOL_NAMES)
     kinds = set().union(*seen.values())
-    wanted = {kind.value for kind in ToolOutputKind} - {"executor_error"}
-    assert wanted <= kinds, wanted - kinds
+    assert kinds == {kind.value for kind in ToolOutputKind}
 
 
 async def test_hints_and_titles(tmp_path: Path) -> None:

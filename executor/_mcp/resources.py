@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from executor._core.base import ToolExecutor
 
-__all__ = ["PAGE", "Resources", "resource_templates"]
+__all__ = ["PAGE", "Resources", "resource_kind", "resource_templates"]
 
 _Contents: TypeAlias = "mcp_types.TextResourceContents | mcp_types.BlobResourceContents"
 
@@ -337,6 +337,16 @@ def _contents(uri: str, data: bytes, page: int, size: int) -> _Contents:
             uri=uri, mime_type="application/octet-stream", blob=blob, _meta=meta
         )
     return TextResourceContents(uri=uri, mime_type="text/plain", text=text, _meta=meta)
+
+
+def resource_kind(uri: str) -> str:
+    """`commands`, `spill` or `files`: which of our resources `uri` names.
+
+    Raises:
+        LookupError: It names none of ours.
+        ValueError: Its page is not a number.
+    """
+    return _parse(uri)[0]
 
 
 def _parse(uri: str) -> tuple[str, str, int]:

@@ -58,7 +58,7 @@ from executor._core.errors import CommandError
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.render import for_model
 from executor._mcp.envelope import envelope_problem, invalid_request
-from executor._mcp.resources import Resources, resource_templates
+from executor._mcp.resources import Resources, resource_kind, resource_templates
 from executor._mcp.roots import Rooted, RootScope, root_paths, scope_of
 from executor._policies.observed import (
     CommandCancelled,
@@ -723,9 +723,9 @@ class McpServer:
         return result
 
     async def _begin(
-        self, ctx: ServerRequestContext[Any, Any], params: Any, name: str
+        self, ctx: ServerRequestContext[Any, Any], params: Any, name: str, *, roots: bool = True
     ) -> _Call | mcp_types.InputRequiredResult:
-        """The call a request makes: its verified state, its log level and its roots.
+        """The call a request makes: its verified state, its log level and (`roots`) its roots.
 
         On 2026-07-28 a client that offers roots is asked for them first, in
         an `InputRequiredResult` round (returned here).
@@ -740,13 +740,13 @@ class McpServer:
             raise MCPError(INVALID_PARAMS, str(error)) from None
         call.log_level = self._log_level(ctx)
         capabilities = ctx.session.client_capabilities
-        if capabilities is not None and capabilities.roots is not None:
-            roots = await self._client_roots(ctx, call)
-            if roots is None:  # 2026-07-28: asked in a round of its own
+        if roots and capabilities is not None and capabilities.roots is not None:
+            offered = await self._client_roots(ctx, call)
+            if offered is None:  # 2026-07-28: asked in a round of its own
                 call.pending[_ROOTS_KEY] = ListRootsRequest()
                 return InputRequiredResult(input_requests=call.pending, request_state=call.state())
-            call.roots = roots
-            call.scope = scope_of(roots, await self._workspace_paths())
+            call.roots = offered
+            call.scope = scope_of(offered, await self._workspace_paths())
         return call
 
     # --- resources -------------------------------------------------------------------
@@ -799,10 +799,16 @@ class McpServer:
         from mcp.shared.exceptions import MCPError
         from mcp_types import INVALID_PARAMS, InputRequiredResult, ReadResourceResult
 
-        call = await self._begin(ctx, params, "resources/read")
+        uri = str(params.uri)
+        try:
+            kind = resource_kind(uri)
+        except (LookupError, ValueError) as error:
+            raise MCPError(INVALID_PARAMS, str(error), {"uri": uri}) from None
+        # Only the workspace's files are the roots' business: a command's output or a
+        # spill is read without asking for them.
+        call = await self._begin(ctx, params, "resources/read", roots=kind == "files")
         if isinstance(call, InputRequiredResult):
             return call
-        uri = str(params.uri)
         token = _CURRENT.set(call)
         try:
             contents = await self._resources.read(uri)

@@ -237,6 +237,9 @@ async def test_http_envelopes_that_are_not_one_message(tmp_path: Path, era: str 
             assert error["id"] is None
             assert error["error"]["code"] == -32600, (body, error)
             assert "Validation error" not in error["error"]["message"]
+        deep = await raw.post(url, content=b"[" * 100_000 + b"]" * 100_000)
+        assert deep.status_code == 400
+        assert deep.json()["error"]["code"] == -32600
         broken = await raw.post(url, content=b'{"jsonrpc": "2.0", "id": 1,')
         assert broken.status_code == 400
         assert broken.json()["error"]["code"] == -32700
@@ -254,6 +257,7 @@ def test_stdio_lines_that_are_not_one_message(tmp_path: Path) -> None:
         "[]",
         '{"jsonrpc": "1.0", "id": 1, "method": "ping"}',
         "not json {",
+        "[" * 100_000 + "]" * 100_000,
         '{"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {"protocolVersion":'
         ' "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}',
     ]
@@ -265,10 +269,11 @@ def test_stdio_lines_that_are_not_one_message(tmp_path: Path) -> None:
         timeout=60,
     )
     answers = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [a.get("error", {}).get("code") for a in answers] == [-32600, -32600, -32700, None]
-    assert [a["id"] for a in answers] == [None, None, None, 7]
+    codes = [a.get("error", {}).get("code") for a in answers]
+    assert codes == [-32600, -32600, -32700, -32600, None]
+    assert [a["id"] for a in answers] == [None, None, None, None, 7]
     assert "batch" in answers[0]["error"]["message"]
-    assert answers[3]["result"]["serverInfo"]["name"] == "executor"
+    assert answers[4]["result"]["serverInfo"]["name"] == "executor"
 
 
 @pytest.mark.parametrize(
@@ -277,6 +282,7 @@ def test_stdio_lines_that_are_not_one_message(tmp_path: Path) -> None:
         # Loopback: loopback's Host names and origins, and those allowed besides.
         ("127.0.0.1", (), [200, 403, 403, 421]),
         ("127.0.0.1", ("https://app.example",), [200, 200, 403, 421]),
+        ("127.0.0.2", (), [200, 403, 403, 421]),
         # A bind to one address off loopback: that address as Host, the allowed origins.
         ("192.0.2.10", ("https://app.example",), [200, 200, 403, 421]),
         ("192.0.2.10", (), [200, 403, 403, 421]),

@@ -28,7 +28,16 @@ import mcp_types  # noqa: E402
 from mcp import Client  # noqa: E402
 from test_mcp import TOKEN, http_server  # noqa: E402
 
-from executor import Approval, LocalExecutor, McpServer, elicitation_approver  # noqa: E402
+from executor import (  # noqa: E402
+    Approval,
+    Command,
+    LocalExecutor,
+    McpServer,
+    Toolset,
+    ToolsetContext,
+    elicitation_approver,
+    tool,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -363,3 +372,108 @@ async def test_raw_http_forgeries_run_nothing(tmp_path: Path) -> None:
         again = await post(url, envelope(TOUCH, state=state, responses=yes))
         assert again.status_code == 400, again.text
     assert (work / "ran").read_text() == "once\n"
+
+
+async def test_each_approved_command_runs_once_in_a_call_of_several(tmp_path: Path) -> None:
+    """A tool that runs three commands, each asked: each runs once, in order, across the rounds."""
+
+    @tool
+    async def release(context: ToolsetContext) -> str:
+        """Push, tag and announce."""
+        for step in ("push", "tag", "announce"):
+            await context.executor().exec_cmd(Command.shell(f"echo {step} >> log"))
+        return "released"
+
+    async with LocalExecutor(tmp_path) as local, Toolset(extra=[release]) as toolset:
+        approval = Approval(local, elicitation_approver, ask=lambda command: True)
+        server = McpServer(approval, toolset)
+
+        async def by_hand(context: Any, params: Any) -> mcp_types.ElicitResult:
+            raise AssertionError("the rounds are driven by hand")
+
+        async with Client(server.server, mode="auto", elicitation_callback=by_hand) as client:
+            asked = await call(client, {}, name="release")
+            rounds = 0
+            while isinstance(asked, mcp_types.InputRequiredResult):
+                rounds += 1
+                assert asked.input_requests is not None
+                assert len(asked.input_requests) == 1
+                (key,) = asked.input_requests
+                asked = await call(
+                    client,
+                    {},
+                    responses={key: accept()},
+                    state=asked.request_state,
+                    name="release",
+                )
+            assert not asked.is_error
+    assert rounds == 3
+    assert (tmp_path / "log").read_text() == "push\ntag\nannounce\n"
+
+
+async def test_a_state_is_good_for_one_retry_even_mid_call(tmp_path: Path) -> None:
+    """The state of a round that is being answered cannot be sent again beside it."""
+    async with serving(tmp_path) as client_of, client_of() as client:
+        key, state = await question(client, TOUCH)
+        done = await call(client, TOUCH, responses={key: accept()}, state=state)
+        assert isinstance(done, mcp_types.CallToolResult)
+        message = await refused(client, TOUCH, responses={key: accept()}, state=state)
+        assert "used already" in message
+    assert (tmp_path / "ran").read_text() == "once\n"
+
+
+async def test_reading_a_resource_asks_too(tmp_path: Path) -> None:
+    """With reads asked about, a file resource waits for the client's yes, then is read."""
+    (tmp_path / "notes.txt").write_text("secret plan\n")
+    uri = "executor://files/notes.txt"
+    async with serving(tmp_path) as client_of, client_of() as client:
+        asked = await client.session.read_resource(uri, allow_input_required=True)
+        assert isinstance(asked, mcp_types.InputRequiredResult)
+        assert asked.input_requests is not None
+        (key,) = asked.input_requests
+        said_no = client.session.read_resource(
+            uri,
+            input_responses={key: accept(False)},
+            request_state=asked.request_state,
+            allow_input_required=True,
+        )
+        with pytest.raises(mcp.MCPError) as refusal:
+            await said_no
+        assert refusal.value.code == mcp_types.INVALID_PARAMS
+        assert "said no" in refusal.value.message
+        asked = await client.session.read_resource(uri, allow_input_required=True)
+        assert isinstance(asked, mcp_types.InputRequiredResult)
+        assert asked.input_requests is not None
+        (key,) = asked.input_requests
+        read = await client.session.read_resource(
+            uri,
+            input_responses={key: accept()},
+            request_state=asked.request_state,
+            allow_input_required=True,
+        )
+        assert isinstance(read, mcp_types.ReadResourceResult)
+        (contents,) = read.contents
+        assert isinstance(contents, mcp_types.TextResourceContents)
+        assert contents.text == "secret plan\n"
+
+
+def test_the_principal_is_the_token_and_the_session() -> None:
+    """What a sealed state is bound to over HTTP: the bearer token (any scheme case) and session."""
+    from types import SimpleNamespace
+
+    from executor._mcp.server import _principal
+
+    def ctx(**headers: str) -> Any:
+        return SimpleNamespace(request=SimpleNamespace(headers=headers))
+
+    def ctx_without_request() -> Any:
+        return SimpleNamespace(request=None)
+
+    mine = _principal(ctx(authorization="Bearer one"))
+    assert mine == _principal(ctx(authorization="bearer one"))
+    assert mine != _principal(ctx(authorization="Bearer two"))
+    assert mine != _principal(ctx(authorization="Bearer one", **{"mcp-session-id": "s1"}))
+    assert _principal(ctx(authorization="Bearer one", **{"mcp-session-id": "s1"})) != (
+        _principal(ctx(authorization="Bearer one", **{"mcp-session-id": "s2"}))
+    )
+    assert _principal(ctx_without_request()) is None  # stdio: the process is the session

@@ -350,3 +350,102 @@ async def test_workspace_files_are_listed_in_pages_and_read(tmp_path: Path) -> N
         assert missing.value.data == {"uri": "executor://files/nope.txt"}
         templates = await client.list_resource_templates()
         assert "executor://files/{+path}" in {t.uri_template for t in templates.resource_templates}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_file_resources_stay_in_the_workspace(tmp_path: Path, mode: str) -> None:
+    """`..`, an absolute path or a root's `..`: refused (-32602), nothing of the host read."""
+    work = workspace(tmp_path)
+    (tmp_path / "secret.txt").write_text("host secret\n")
+    escapes = [
+        "executor://files/..%2Fsecret.txt",
+        "executor://files/../secret.txt",
+        f"executor://files/{tmp_path / 'secret.txt'}",
+        "executor://files/%2Fetc%2Fhostname",
+        "executor://files/app/..%2F..%2Fsecret.txt",
+    ]
+
+    async def list_roots(context: Any) -> mcp_types.ListRootsResult:
+        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=work.as_uri())])  # type: ignore[arg-type]
+
+    async with LocalExecutor(work) as local:
+        for roots in (None, list_roots):
+            async with Client(
+                McpServer(local.read_only()).server, mode=mode, list_roots_callback=roots
+            ) as client:
+                for uri in escapes:
+                    with pytest.raises(mcp.MCPError) as refused:
+                        await client.read_resource(uri, cache_mode="bypass")
+                    assert refused.value.code == mcp_types.INVALID_PARAMS, uri
+                    assert "host secret" not in f"{refused.value.message} {refused.value.data}"
+                inside = await client.read_resource(
+                    "executor://files/app/a.txt", cache_mode="bypass"
+                )
+                assert contents_text(inside) == "in app\n"
+
+
+async def test_a_held_back_update_is_sent_when_the_quiet_time_is_over(tmp_path: Path) -> None:
+    """Output within 50 ms of the last update is announced after it, not at the command's end."""
+    updates: list[float] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mcp_types.ResourceUpdatedNotification):
+            updates.append(anyio.current_time())
+
+    script = "while [ ! -e go ]; do sleep 0.01; done; echo first; sleep 0.01; echo second; sleep 30"
+    async with (
+        LocalExecutor(tmp_path) as local,
+        Toolset() as toolset,
+        Client(
+            McpServer(local, toolset).server, mode="legacy", message_handler=on_message
+        ) as client,
+    ):
+        started = await client.call_tool("job_start", {"command": script})
+        assert started.structured_content is not None
+        uri = started.structured_content["resource"]
+        with deprecated_handshake_api():
+            await client.subscribe_resource(uri)
+        (tmp_path / "go").touch()
+        # The first line's update at once, the second's held back, then sent: two, long
+        # before the job's end.
+        with anyio.fail_after(10):
+            while len(updates) < 2:
+                await anyio.sleep(0.01)
+        assert "second" in contents_text(await client.read_resource(uri, cache_mode="bypass"))
+        await client.call_tool("job_stop", {"job_id": "1"})
+
+
+async def test_subscriptions_end_with_their_connection(tmp_path: Path) -> None:
+    """A handshake-era client that subscribed and left is forgotten, with its level."""
+    import gc
+
+    async with LocalExecutor(tmp_path) as local:
+        mcp_server = McpServer(local)
+        for _ in range(5):
+            async with Client(mcp_server.server, mode="legacy") as client:
+                ran = await client.call_tool("run", {"command": "true"})
+                assert ran.structured_content is not None
+                with deprecated_handshake_api():
+                    await client.set_logging_level("info")
+                    await client.subscribe_resource(ran.structured_content["resource"])
+        gc.collect()
+        assert len(mcp_server._subscribers) == 0
+        assert len(mcp_server._levels) == 0
+
+
+async def test_roots_are_held_to_a_scoped_workspace(tmp_path: Path) -> None:
+    """Under `ex.scoped("sub")`, a root naming sub is the whole workspace, not outside it."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "a.txt").write_text("a\n")
+
+    async def list_roots(context: Any) -> mcp_types.ListRootsResult:
+        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=sub.as_uri())])  # type: ignore[arg-type]
+
+    async with LocalExecutor(tmp_path) as local:
+        server_ = McpServer(local.scoped("sub"))
+        async with Client(server_.server, mode="legacy", list_roots_callback=list_roots) as client:
+            read = await client.call_tool("read_file", {"path": "a.txt"})
+            assert not read.is_error, text_of(read)
+            where = await client.call_tool("run", {"command": "pwd"})
+            assert text_of(where) == f"{sub}\n[exit code 0]"

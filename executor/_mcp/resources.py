@@ -20,8 +20,8 @@ import base64
 import collections
 import os
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeAlias
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import anyio
@@ -29,8 +29,10 @@ import anyio.to_thread
 import attrs
 
 from executor._core.commands import Command
+from executor._core.errors import InvalidArgument
 from executor._core.output import CommandOutput, OutputBuffer
 from executor._core.render import for_model
+from executor._mcp.roots import RootScope
 from executor._policies.observed import (
     CommandCancelled,
     CommandChunk,
@@ -38,6 +40,7 @@ from executor._policies.observed import (
     CommandFinished,
     CommandStarted,
 )
+from executor._tools.args import WorkspacePath
 
 if TYPE_CHECKING:
     import mcp_types
@@ -54,6 +57,8 @@ _KEPT = 1 << 20
 _ENDED_KEPT = 200
 _LISTED = 200
 _QUIET = 0.05
+_SPILLS_KEPT = 200
+_LISTING_KEPT = 10.0
 _SCHEME = "executor://"
 
 
@@ -72,6 +77,7 @@ class _Record:
     reason: str | None = None
     duration: float = 0.0
     notified: float = 0.0
+    held: bool = False
 
     @property
     def uri(self) -> str:
@@ -101,15 +107,27 @@ class Resources:
         executor: What workspace files are read and listed through.
         notify: Called with a resource's URI when it changed (a running
             command's output, its end); the server tells the subscribers.
+        spawn: Runs a function in a task of the server's (False when it
+            cannot): an update held back by the 50 ms quiet time is sent
+            from there once it is over.
     """
 
-    def __init__(self, executor: ToolExecutor, notify: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        executor: ToolExecutor,
+        notify: Callable[[str], Awaitable[None]],
+        spawn: Callable[[Callable[[], Coroutine[Any, Any, Any]]], bool] | None = None,
+    ) -> None:
         self._executor = executor
         self._notify = notify
+        self._spawn = spawn
         self._records: collections.OrderedDict[str, _Record] = collections.OrderedDict()
         # The ended commands, oldest first: the first to be forgotten.
         self._ended: collections.deque[str] = collections.deque()
-        self._spills: dict[str, str] = {}
+        # The spill files results named (the newest _SPILLS_KEPT), by name.
+        self._spills: collections.OrderedDict[str, str] = collections.OrderedDict()
+        # The workspace's files as last listed (for the pages that follow): when, what.
+        self._listing: tuple[float, RootScope | None, tuple[str, ...]] | None = None
 
     # --- what the server tells us ------------------------------------------------------
 
@@ -127,6 +145,9 @@ class Resources:
             record.buffer.append(event.chunk)
             now = time.monotonic()
             if now - record.notified < _QUIET:
+                # Held back; sent once the quiet time is over, if nothing else was by then.
+                if not record.held and self._spawn is not None:
+                    record.held = self._spawn(lambda: self._later(record))
                 return
             record.notified = now
         elif isinstance(event, CommandCancelled):
@@ -148,6 +169,13 @@ class Resources:
                 self._records.pop(self._ended.popleft(), None)
         await self._notify(record.uri)
 
+    async def _later(self, record: _Record) -> None:
+        await anyio.sleep(max(0.0, record.notified + _QUIET - time.monotonic()))
+        record.held = False
+        if record.state == "running":
+            record.notified = time.monotonic()
+            await self._notify(record.uri)
+
     def spilled(self, output: CommandOutput | None) -> str | None:
         """The resource of `output`'s spill file, if it has one (then it is served)."""
         if output is None or output.elided is None or output.elided.spill is None:
@@ -155,6 +183,9 @@ class Resources:
         path = output.elided.spill
         name = os.path.basename(path)
         self._spills[name] = path
+        self._spills.move_to_end(name)
+        while len(self._spills) > _SPILLS_KEPT:
+            self._spills.popitem(last=False)
         return f"{_SCHEME}spill/{quote(name)}"
 
     def uri_of(self, call_id: str) -> str | None:
@@ -191,16 +222,14 @@ class Resources:
                     mime_type="text/plain",
                 )
             )
-        for name, path in self._spills.items():
-            size = _size(path)
+        for name in reversed(self._spills):
             listed.append(
                 Resource(
                     uri=f"{_SCHEME}spill/{quote(name)}",
                     name=name,
                     title=f"Whole output {name}",
-                    description=f"A cut output kept whole ({size} bytes, pages of {PAGE})",
+                    description=f"A cut output kept whole, in pages of {PAGE} bytes",
                     mime_type="text/plain",
-                    size=size,
                 )
             )
         fixed = len(listed)
@@ -208,26 +237,34 @@ class Resources:
         page = listed[start : end + 1]  # one past the page: is there more?
         if files and len(page) <= _LISTED:
             # The workspace's files after the commands and spills, as list_files finds them.
+            paths = await self._files(fresh=start == 0)
             skip = max(0, start - fixed)
-            seen = 0
-            async for loaded in self._executor.stream_files("."):
-                if seen >= skip:
-                    page.append(
-                        Resource(
-                            uri=f"{_SCHEME}files/{quote(loaded.path)}",
-                            name=loaded.path,
-                            mime_type="text/plain",
-                        )
-                    )
-                    if len(page) > _LISTED:
-                        break
-                seen += 1
+            for path in paths[skip : skip + _LISTED + 1 - len(page)]:
+                page.append(
+                    Resource(uri=f"{_SCHEME}files/{quote(path)}", name=path, mime_type="text/plain")
+                )
         more = len(page) > _LISTED
         return page[:_LISTED], str(end) if more else None
 
-    async def read(
-        self, uri: str
-    ) -> mcp_types.TextResourceContents | mcp_types.BlobResourceContents:
+    async def _files(self, *, fresh: bool) -> tuple[str, ...]:
+        """The workspace's files, listed anew for a first page, else as the last listing had them.
+
+        A listing reads every file (to leave binary ones out), so the pages of
+        one listing share it, for `_LISTING_KEPT` seconds.
+        """
+        from executor._mcp.calls import current_call
+
+        call = current_call()
+        scope = None if call is None else call.scope
+        now = time.monotonic()
+        kept = self._listing
+        if not fresh and kept is not None and kept[1] == scope and now - kept[0] < _LISTING_KEPT:
+            return kept[2]
+        paths = tuple([loaded.path async for loaded in self._executor.stream_files(".")])
+        self._listing = (now, scope, paths)
+        return paths
+
+    async def read(self, uri: str) -> _Contents:
         """The contents of `uri`.
 
         Raises:
@@ -248,12 +285,19 @@ class Resources:
                 _meta={"state": record.state, "exit_code": record.exit_code},
             )
         if kind == "spill":
-            path = self._spills.get(name)
-            if path is None:
+            spill = self._spills.get(name)
+            if spill is None:
                 raise LookupError(f"no spilled output {name} was named by this server")
-            data, size = await anyio.to_thread.run_sync(_read_spill, path, page)
+            try:
+                data, size = await anyio.to_thread.run_sync(_read_spill, spill, page)
+            except OSError as error:
+                raise LookupError(f"the spilled output {name} is gone: {error.strerror}") from None
             return _contents(uri, data, page, size)
-        output = await self._executor.exec_cmd(Command.read_file(name))
+        try:
+            path = WorkspacePath(name)  # relative, no `..`: inside the workspace, as tools take it
+        except InvalidArgument as error:
+            raise LookupError(f"no resource {uri}: {error}") from None
+        output = await self._executor.exec_cmd(Command.read_file(os.fspath(path)))
         whole = output.stdout
         part = _page(lambda offset, count: whole[offset : offset + count], len(whole), page)
         return _contents(uri, part, page, len(whole))
@@ -370,10 +414,3 @@ def _cursor(cursor: str | None) -> int:
     if not cursor.isdigit():
         raise ValueError(f"not a cursor of this server: {cursor!r}")
     return int(cursor)
-
-
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0

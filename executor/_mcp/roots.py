@@ -55,6 +55,8 @@ class RootScope:
     def inside(self, relative: str) -> bool:
         """Whether a path relative to the workspace lies in one of the roots."""
         path = posixpath.normpath(relative)
+        if path == ".." or path.startswith(("../", "/")):
+            return False  # not in the workspace at all
         return any(
             prefix == "." or path == prefix or path.startswith(prefix + "/")
             for prefix in self.prefixes

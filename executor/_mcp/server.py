@@ -23,7 +23,7 @@ command its `exit_code`, `signal`, `stdout`, `stderr` and `duration`;
   as its approver) asks the client through MCP elicitation: a server-to-client
   `elicitation/create` request on protocol versions up to 2025-11-25, an
   `InputRequiredResult` the client answers and retries with on 2026-07-28,
-  its `request_state` sealed and bound to the call (see `_Call`). A client
+  the call waiting between rounds (see `executor._mcp.calls`). A client
   that cannot elicit is refused (it fails closed): error -32021 on
   2026-07-28, a `denied` result on the handshake era.
 - A tool the server does not offer is error -32602, as the spec lists it.
@@ -36,27 +36,43 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import contextvars
 import hashlib
 import hmac
 import json
 import secrets
 import socket
-import time
 import warnings
 import weakref
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterator,
+    MutableMapping,
+    Sequence,
+)
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
-import attrs
 
 from executor._core.base import ToolExecutor
 from executor._core.commands import Command, ReadFile, WriteFile
-from executor._core.errors import CommandError
+from executor._core.errors import CommandError, NonZeroExit, PolicyDenied
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.render import for_model
+from executor._core.wrappers import ScopedExecutor
+from executor._mcp.calls import (
+    Call,
+    Rounds,
+    current_call,
+    elicitation_approver,
+    modern,
+    reset_call,
+    use_call,
+)
 from executor._mcp.envelope import envelope_problem, invalid_request
 from executor._mcp.resources import Resources, resource_kind, resource_templates
 from executor._mcp.roots import Rooted, RootScope, root_paths, scope_of
@@ -68,8 +84,7 @@ from executor._policies.observed import (
     CommandStarted,
     Observed,
 )
-from executor._policies.policies import ApprovalRequest
-from executor._policies.verdict import Verdict
+from executor._policies.policies import Approval
 from executor._tools.tools import Tool, ToolOutput
 from executor._toolset.toolset import READ_ONLY_TOOLS, Toolset, ToolsetContext
 
@@ -85,6 +100,8 @@ __all__ = [
     "mcp_tool",
     "tool_result",
 ]
+
+_R = TypeVar("_R")
 
 _INSTALL_HINT = "the MCP server needs the mcp SDK: pip install 'executor[mcp]'"
 # Per call: what progress notifications may carry before the rest is left to the result.
@@ -105,189 +122,10 @@ def _require_mcp() -> None:
         raise ImportError(_INSTALL_HINT) from error
 
 
-# How long a person has to answer an approval (2026-07-28): the sealed state expires then.
+# How long a person has to answer an approval (2026-07-28), from the round that asked.
 APPROVAL_TTL = 600.0
-# At most this many spent states are remembered; past it the oldest are forgotten early,
-# which costs nothing: a state older than the TTL is refused by its expiry anyway.
-_SPENT_LIMIT = 100_000
-
-
-class _StateError(Exception):
-    """A `request_state` or `input_responses` this server must refuse (-32602)."""
-
-
-class _Spent:
-    """The ids of request states already used, each held until its state has expired.
-
-    The sealed state is bound to the tool, its arguments and the principal,
-    but a client could send the same sealed state twice; the second use is
-    refused here, so one person's yes runs the command once.
-    """
-
-    def __init__(self, ttl: float) -> None:
-        self._ttl = ttl
-        self._seen: dict[str, float] = {}
-
-    def spend(self, state_id: str) -> bool:
-        """Mark `state_id` used; False if it was used before."""
-        now = time.monotonic()
-        if len(self._seen) >= _SPENT_LIMIT or (
-            self._seen and next(iter(self._seen.values())) < now
-        ):
-            self._seen = {key: until for key, until in self._seen.items() if until >= now}
-            while len(self._seen) >= _SPENT_LIMIT:
-                del self._seen[next(iter(self._seen))]
-        if state_id in self._seen:
-            return False
-        self._seen[state_id] = now + self._ttl
-        return True
-
-
-@attrs.define(eq=False)
-class _Call:
-    """The MCP request a tool call serves: what the approver needs to ask its client.
-
-    On 2026-07-28 an approval takes rounds: the call returns the question in an
-    `InputRequiredResult`, and the client retries with the answer in
-    `input_responses` and this server's `request_state`. That state arrives
-    here already verified: `RequestStateBoundary` sealed it (AES-GCM under a
-    key of this process, bound to the tool, a digest of its arguments, the
-    principal and an expiry) and refuses a state that fails verification
-    before this code runs. What it holds is ours: the questions the last
-    round asked (`asked`), the answers taken so far (`answered`) and an id
-    that is spent on first use. An answer to a question the last round did
-    not ask is not taken: it is ignored, as the spec asks of unrecognised
-    input (SEP-2322), and the question, if it is one, is asked again.
-    """
-
-    ctx: ServerRequestContext[Any, Any]
-    # tools/call's or resources/read's params: both carry input_responses and request_state.
-    params: Any
-    # The tool called, or "resources/read".
-    name: str
-    pending: dict[str, Any] = attrs.Factory(dict)
-    # Answers of earlier rounds: a call that asks twice (a read, then a write)
-    # gets each answer once, not the last round's only.
-    answered: dict[str, bool] = attrs.Factory(dict)
-    # The questions the previous round asked: the only ones an answer is taken for.
-    asked: frozenset[str] = frozenset()
-    # The answers given to the questions the last round asked: the only ones taken.
-    responses: dict[str, Any] = attrs.Factory(dict)
-    # Set when the client cannot be asked (2026-07-28: a protocol error, not a refusal).
-    missing_elicitation: bool = False
-    # The lowest log level the client takes for this call (an index of _LEVELS), or None.
-    log_level: int | None = None
-    # The client's roots (paths), once known for this call; what they leave of the workspace.
-    roots: tuple[str, ...] | None = None
-    scope: RootScope | None = None
-    # Whether the request is still being served (a job's events come later).
-    active: bool = True
-    # The commands the call ran (Observed's ids), in order.
-    commands: list[str] = attrs.Factory(list)
-
-    def take_state(self, spent: _Spent) -> None:
-        """Read the verified state, and take the answers to the questions it says were asked.
-
-        Raises:
-            _StateError: The state was used before.
-        """
-        state = self.params.request_state
-        if state:
-            decoded = json.loads(state)  # our own plaintext: the boundary verified it
-            if not spent.spend(decoded["id"]):
-                raise _StateError("this requestState was used already")
-            self.answered = dict(decoded["answered"])
-            self.asked = frozenset(decoded["asked"])
-            if decoded.get("roots") is not None:
-                self.roots = tuple(decoded["roots"])
-        given = self.params.input_responses or {}
-        self.responses = {key: given[key] for key in self.asked if key in given}
-
-    def state(self) -> str:
-        """`request_state` for the next round: the answers so far and the questions asked."""
-        return json.dumps(
-            {
-                "id": secrets.token_urlsafe(16),
-                "answered": self.answered,
-                "asked": sorted(self.pending),
-                "roots": self.roots,
-            },
-            sort_keys=True,
-        )
-
-
-_CURRENT: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
-    "executor_mcp_call", default=None
-)
-
-_APPROVAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "approve": {
-            "type": "boolean",
-            "title": "Run it",
-            "description": "Whether this command may run",
-        }
-    },
-    "required": ["approve"],
-}
-
-
-def _verdict(result: mcp_types.ElicitResult) -> Verdict:
-    if result.action == "accept":
-        approved = bool((result.content or {}).get("approve"))
-        return Verdict(approved, None if approved else "the person said no")
-    if result.action == "decline":
-        return Verdict(False, "the person declined")
-    return Verdict(False, "the person cancelled the approval")
-
-
-async def elicitation_approver(request: ApprovalRequest) -> Verdict:
-    """An `Approval` approver that asks the MCP client serving the current call.
-
-    Outside an MCP call, or with a client that does not declare the
-    elicitation capability, it refuses, saying why.
-    """
-    call = _CURRENT.get()
-    if call is None:
-        return Verdict(False, "approval is needed, and there is no MCP client to ask")
-    from mcp_types import ElicitRequest, ElicitRequestFormParams
-
-    ctx = call.ctx
-    capabilities = ctx.session.client_capabilities
-    if capabilities is None or capabilities.elicitation is None:
-        call.missing_elicitation = True
-        return Verdict(
-            False,
-            "approval is needed, and this MCP client cannot be asked (it does not support "
-            "elicitation)",
-        )
-    message = f"Allow this command to run?\n\n{request.description}"
-    if _modern(ctx):
-        # 2026-07-28 has no server-to-client requests: the question goes back in an
-        # InputRequiredResult, and the client's answer arrives with its retry of the call.
-        from mcp_types import ElicitResult
-
-        key = "approve-" + hashlib.sha256(request.description.encode()).hexdigest()[:16]
-        # Only answers to the questions the last round asked (take_state).
-        answer = call.responses.get(key)
-        if answer is not None:
-            if not isinstance(answer, ElicitResult):
-                return Verdict(False, "the client answered the approval with something else")
-            verdict = _verdict(answer)
-            call.answered[key] = verdict.approved
-            return verdict
-        if key in call.answered:
-            approved = call.answered[key]
-            return Verdict(approved, None if approved else "the person said no")
-        call.pending[key] = ElicitRequest(
-            params=ElicitRequestFormParams(message=message, requested_schema=_APPROVAL_SCHEMA)
-        )
-        return Verdict(False, "waiting for the client's approval")
-    result = await ctx.session.elicit_form(
-        message, _APPROVAL_SCHEMA, related_request_id=ctx.request_id
-    )
-    return _verdict(result)
+# Calls waiting between rounds at once; past it a call that would wait is refused (-32602).
+_ROUNDS_LIMIT = 1000
 
 
 _TITLES = {
@@ -423,10 +261,14 @@ def tool_result(
 
 
 class _Progress:
-    """A sink sending each piece of output to the client as a progress notification."""
+    """A sink sending each piece of output to the client as progress notifications.
 
-    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
-        self._ctx = ctx
+    They go to the request that serves the call now: on 2026-07-28 a call
+    that waits between rounds is served by each retry in turn.
+    """
+
+    def __init__(self, call: Call) -> None:
+        self._call = call
         self._sent = 0
         self._decoders = {
             Stdout: codecs.getincrementaldecoder("utf-8")("replace"),
@@ -442,8 +284,11 @@ class _Progress:
         if self._sent > _STREAM_LIMIT:
             self._stopped = True
             text = f"[... further output is not streamed; the result holds its end ...]\n{text}"
+        ctx = self._call.ctx
+        if not self._call.active or not _wants_progress(ctx):
+            return
         for start in range(0, len(text), _PIECE):
-            await self._ctx.session.report_progress(self._sent, None, text[start : start + _PIECE])
+            await ctx.session.report_progress(self._sent, None, text[start : start + _PIECE])
 
 
 _FILE_COMMANDS = (ReadFile, WriteFile)
@@ -521,10 +366,41 @@ def _log_entry(tool: str, event: CommandEvent) -> tuple[mcp_types.LoggingLevel, 
     return level, {"event": "finished", **data}
 
 
-def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+def _elicits(ctx: ServerRequestContext[Any, Any]) -> bool:
+    capabilities = ctx.session.client_capabilities
+    return capabilities is not None and capabilities.elicitation is not None
 
-    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+def _has_approval(executor: ToolExecutor) -> bool:
+    """Whether an `Approval` is in `executor`'s chain: then a call may ask its client."""
+    inner: object = executor
+    while isinstance(inner, ToolExecutor):
+        if isinstance(inner, Approval):
+            return True
+        inner = getattr(inner, "inner", None)
+    return False
+
+
+def _refuse_if_missing_elicitation(call: Call) -> None:
+    """-32021 on 2026-07-28 when the call was to ask a client that cannot be asked."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import (
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        ClientCapabilities,
+        ElicitationCapability,
+        MissingRequiredClientCapabilityErrorData,
+    )
+
+    if not (call.missing_elicitation and modern(call.ctx)):
+        return
+    data = MissingRequiredClientCapabilityErrorData(
+        required_capabilities=ClientCapabilities(elicitation=ElicitationCapability())
+    )
+    raise MCPError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "approval is needed, and this client does not declare elicitation",
+        data.model_dump(by_alias=True, mode="json", exclude_none=True),
+    )
 
 
 def _principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -597,7 +473,11 @@ class McpServer:
         )
         self.approval_ttl = approval_ttl
         self._server: Server[Any] | None = None
-        self._spent = _Spent(approval_ttl)
+        # Calls that may ask their 2026-07-28 client run in tasks of this group (the
+        # server's lifespan), waiting between rounds; found again by their rounds' id.
+        self._host: anyio.abc.TaskGroup | None = None
+        self._rounds: dict[str, Rounds] = {}
+        self._asks = _has_approval(executor)
         # Commands run through this wrapper, so the server can tell its client what
         # became of each (the logging capability). One wrapper for every call: the
         # toolset keeps a persistent shell per executor object.
@@ -608,13 +488,15 @@ class McpServer:
         self._levels: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         # Each handshake-era connection's roots, until it says they changed.
         self._roots: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
+        # How often each connection said its roots changed: an answer to a roots/list
+        # asked before the last change is not kept.
+        self._roots_changes: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._workspace: tuple[str, ...] | None = None
-        self._resources = Resources(self._rooted, self._resource_changed)
-        # Subscriptions: the handshake era's, by connection (URI -> the session to tell);
-        # 2026-07-28's through subscriptions/listen streams fed by the bus.
-        self._subscribers: weakref.WeakKeyDictionary[Any, dict[str, Any]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._resources = Resources(self._rooted, self._resource_changed, self._spawn)
+        # Subscriptions: the handshake era's, the URIs each connection subscribed to
+        # (kept no longer than the connection); 2026-07-28's through subscriptions/listen
+        # streams fed by the bus.
+        self._subscribers: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
         self._bus = _Bus()
         self._tool_names = frozenset(tool.name for tool in self.toolset.tools)
 
@@ -655,6 +537,7 @@ class McpServer:
                 on_subscriptions_listen=ListenHandler(self._bus),
                 on_set_logging_level=self._set_logging_level,
                 on_roots_list_changed=self._roots_changed,
+                lifespan=self._lifespan,
             )
         # The approvals' state travels through the client: sealed under a key of this
         # process, bound to the call and the principal, refused when it fails verification.
@@ -672,82 +555,142 @@ class McpServer:
 
         return ListToolsResult(tools=[mcp_tool(t) for t in self.toolset.tools])
 
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, server: Any) -> AsyncIterator[dict[str, Any]]:
+        """While the server serves: the task group of the calls that wait between rounds."""
+        async with anyio.create_task_group() as host:
+            self._host = host
+            try:
+                yield {}
+            finally:
+                self._host = None
+                host.cancel_scope.cancel()
+
+    def _spawn(self, function: Callable[[], Coroutine[Any, Any, Any]]) -> bool:
+        """Run `function` in the server's task group; False when the server is not serving."""
+        if self._host is None:
+            return False
+        self._host.start_soon(function)
+        return True
+
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: mcp_types.CallToolRequestParams
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         from mcp.shared.exceptions import MCPError
-        from mcp_types import (
-            INVALID_PARAMS,
-            MISSING_REQUIRED_CLIENT_CAPABILITY,
-            ClientCapabilities,
-            ElicitationCapability,
-            InputRequiredResult,
-            MissingRequiredClientCapabilityErrorData,
-        )
+        from mcp_types import INVALID_PARAMS
 
         if params.name not in self._tool_names:
             raise MCPError(
                 INVALID_PARAMS,
                 f"Unknown tool: {params.name!r}; the tools are: {', '.join(self.toolset.names)}",
             )
-        call = await self._begin(ctx, params, params.name)
-        if isinstance(call, InputRequiredResult):
-            return call
-        context = ToolsetContext(
-            self._observed, on_output=_Progress(ctx) if _wants_progress(ctx) else None
-        )
-        token = _CURRENT.set(call)
-        try:
+
+        async def work(call: Call) -> mcp_types.CallToolResult:
+            context = ToolsetContext(
+                self._observed, on_output=_Progress(call) if _wants_progress(ctx) else None
+            )
             output = await self.toolset.call(context, params.name, params.arguments or {})
-        finally:
-            call.active = False
-            _CURRENT.reset(token)
-        if call.missing_elicitation and _modern(ctx):
-            data = MissingRequiredClientCapabilityErrorData(
-                required_capabilities=ClientCapabilities(elicitation=ElicitationCapability())
-            )
-            raise MCPError(
-                MISSING_REQUIRED_CLIENT_CAPABILITY,
-                "approval is needed, and this client does not declare elicitation",
-                data.model_dump(by_alias=True, mode="json", exclude_none=True),
-            )
-        if call.pending:
-            return InputRequiredResult(input_requests=call.pending, request_state=call.state())
-        result = tool_result(params.name, output, context.last_output)
-        links = {
-            "resource": self._resources.uri_of(call.commands[-1]) if call.commands else None,
-            "spill": self._resources.spilled(context.last_output),
-        }
-        assert result.structured_content is not None
-        result.structured_content.update({k: v for k, v in links.items() if v is not None})
-        return result
+            _refuse_if_missing_elicitation(call)
+            result = tool_result(params.name, output, context.last_output)
+            links = {
+                "resource": self._resources.uri_of(call.commands[-1]) if call.commands else None,
+                "spill": self._resources.spilled(context.last_output),
+            }
+            assert result.structured_content is not None
+            result.structured_content.update({k: v for k, v in links.items() if v is not None})
+            return result
 
-    async def _begin(
-        self, ctx: ServerRequestContext[Any, Any], params: Any, name: str, *, roots: bool = True
-    ) -> _Call | mcp_types.InputRequiredResult:
-        """The call a request makes: its verified state, its log level and (`roots`) its roots.
+        return await self._serve(ctx, params, params.name, work)
 
-        On 2026-07-28 a client that offers roots is asked for them first, in
-        an `InputRequiredResult` round (returned here).
+    async def _serve(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: Any,
+        name: str,
+        work: Callable[[Call], Awaitable[_R]],
+        *,
+        roots: bool = True,
+    ) -> _R | mcp_types.InputRequiredResult:
+        """Serve one request of a call: its first, or a 2026-07-28 retry with answers.
+
+        The call gets its log level and (`roots`) the client's roots, asked
+        first in a round of their own on 2026-07-28. A call that may ask its
+        2026-07-28 client for an approval runs in a task of the server's
+        (`Rounds`), so that it can wait between rounds; the others run here.
         """
         from mcp.shared.exceptions import MCPError
         from mcp_types import INVALID_PARAMS, InputRequiredResult, ListRootsRequest
 
-        call = _Call(ctx, params, name)
-        try:
-            call.take_state(self._spent)
-        except _StateError as error:
-            raise MCPError(INVALID_PARAMS, str(error)) from None
-        call.log_level = self._log_level(ctx)
+        # Our own plaintext: the boundary verified and opened it.
+        state = json.loads(params.request_state) if params.request_state else {}
+        responses = dict(params.input_responses or {})
+        if "c" in state:
+            rounds = self._rounds.get(state["c"])
+            if rounds is None or rounds.state_id is None or rounds.state_id != state.get("id"):
+                raise MCPError(
+                    INVALID_PARAMS, "this requestState was used already, or its call has ended"
+                )
+            rounds.state_id = None  # each state is good for one retry
+            rounds.call.ctx = ctx
+            rounds.call.active = True
+            rounds.answer(responses)
+            retried: _R | mcp_types.InputRequiredResult = await self._next_round(rounds)
+            return retried
+        call = Call(ctx, name, log_level=self._log_level(ctx))
         capabilities = ctx.session.client_capabilities
         if roots and capabilities is not None and capabilities.roots is not None:
-            offered = await self._client_roots(ctx, call)
+            offered = await self._client_roots(ctx, state, responses)
             if offered is None:  # 2026-07-28: asked in a round of its own
-                call.pending[_ROOTS_KEY] = ListRootsRequest()
-                return InputRequiredResult(input_requests=call.pending, request_state=call.state())
+                ask = json.dumps({"id": secrets.token_urlsafe(16), "roots": None})
+                return InputRequiredResult(
+                    input_requests={_ROOTS_KEY: ListRootsRequest()}, request_state=ask
+                )
             call.roots = offered
             call.scope = scope_of(offered, await self._workspace_paths())
-        return call
+        if not (self._asks and modern(ctx) and _elicits(ctx)):
+            token = use_call(call)
+            try:
+                return await work(call)
+            finally:
+                call.active = False
+                reset_call(token)
+        if len(self._rounds) >= _ROUNDS_LIMIT:
+            raise MCPError(INVALID_PARAMS, "too many calls wait for approvals; answer those first")
+        rounds = call.rounds = Rounds(call, self.approval_ttl)
+
+        async def run() -> None:
+            await rounds.run(lambda: work(call))
+            if rounds.state_id is not None:  # a round went out, and no retry came
+                self._rounds.pop(rounds.id, None)
+
+        if not self._spawn(run):
+            raise MCPError(-32603, "the server is not serving")
+        self._rounds[rounds.id] = rounds
+        first: _R | mcp_types.InputRequiredResult = await self._next_round(rounds)
+        return first
+
+    async def _next_round(self, rounds: Rounds) -> Any:
+        """The call's result once it ended, else its questions with the state of the next retry."""
+        from mcp_types import InputRequiredResult
+
+        try:
+            finished, value = await rounds.next_round()
+        except anyio.get_cancelled_exc_class():
+            # The client went away mid-call: its commands are ended.
+            rounds.cancel()
+            self._rounds.pop(rounds.id, None)
+            raise
+        except BaseException:
+            self._rounds.pop(rounds.id, None)
+            raise
+        finally:
+            rounds.call.active = False
+        if finished:
+            self._rounds.pop(rounds.id, None)
+            return value
+        rounds.state_id = secrets.token_urlsafe(16)
+        state = json.dumps({"c": rounds.id, "id": rounds.state_id})
+        return InputRequiredResult(input_requests=value, request_state=state)
 
     # --- resources -------------------------------------------------------------------
 
@@ -764,16 +707,16 @@ class McpServer:
         # through the template instead.
         capabilities = ctx.session.client_capabilities
         offers_roots = capabilities is not None and capabilities.roots is not None
-        call = _Call(ctx, params, "resources/list")
+        call = Call(ctx, "resources/list")
         files = True
-        if offers_roots and _modern(ctx):
+        if offers_roots and modern(ctx):
             files = False
         elif offers_roots:
-            roots = await self._client_roots(ctx, call)
+            roots = await self._client_roots(ctx, {}, {})
             assert roots is not None
             call.scope = scope_of(roots, await self._workspace_paths())
             files = bool(call.scope.prefixes)
-        token = _CURRENT.set(call)
+        token = use_call(call)
         try:
             listed, cursor = await self._resources.list(
                 params.cursor if params is not None else None, files=files
@@ -781,7 +724,7 @@ class McpServer:
         except ValueError as error:
             raise MCPError(INVALID_PARAMS, str(error)) from None
         finally:
-            _CURRENT.reset(token)
+            reset_call(token)
         return ListResourcesResult(resources=listed, next_cursor=cursor)
 
     async def _list_resource_templates(
@@ -797,28 +740,29 @@ class McpServer:
         self, ctx: ServerRequestContext[Any, Any], params: mcp_types.ReadResourceRequestParams
     ) -> mcp_types.ReadResourceResult | mcp_types.InputRequiredResult:
         from mcp.shared.exceptions import MCPError
-        from mcp_types import INVALID_PARAMS, InputRequiredResult, ReadResourceResult
+        from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, ReadResourceResult
 
         uri = str(params.uri)
         try:
             kind = resource_kind(uri)
         except (LookupError, ValueError) as error:
             raise MCPError(INVALID_PARAMS, str(error), {"uri": uri}) from None
+
+        async def work(call: Call) -> mcp_types.ReadResourceResult:
+            try:
+                contents = await self._resources.read(uri)
+            except (LookupError, ValueError, PolicyDenied, NonZeroExit) as error:
+                # SEP-2164: a resource that is not there is invalid params, naming its URI;
+                # so is one a policy or the roots keep from this client.
+                _refuse_if_missing_elicitation(call)
+                raise MCPError(INVALID_PARAMS, str(error), {"uri": uri}) from None
+            except CommandError as error:  # a timeout, the executor's own failure
+                raise MCPError(INTERNAL_ERROR, str(error), {"uri": uri}) from None
+            return ReadResourceResult(contents=[contents])
+
         # Only the workspace's files are the roots' business: a command's output or a
         # spill is read without asking for them.
-        call = await self._begin(ctx, params, "resources/read", roots=kind == "files")
-        if isinstance(call, InputRequiredResult):
-            return call
-        token = _CURRENT.set(call)
-        try:
-            contents = await self._resources.read(uri)
-        except (LookupError, ValueError, CommandError) as error:
-            # SEP-2164: a resource that is not there is invalid params, naming its URI.
-            raise MCPError(INVALID_PARAMS, str(error), {"uri": uri}) from None
-        finally:
-            call.active = False
-            _CURRENT.reset(token)
-        return ReadResourceResult(contents=[contents])
+        return await self._serve(ctx, params, "resources/read", work, roots=kind == "files")
 
     async def _subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: mcp_types.SubscribeRequestParams
@@ -826,7 +770,7 @@ class McpServer:
         from mcp_types import EmptyResult
 
         connection = _connection_of(ctx)
-        self._subscribers.setdefault(connection, {})[str(params.uri)] = ctx.session
+        self._subscribers.setdefault(connection, set()).add(str(params.uri))
         return EmptyResult()
 
     async def _unsubscribe(
@@ -834,7 +778,7 @@ class McpServer:
     ) -> mcp_types.EmptyResult:
         from mcp_types import EmptyResult
 
-        self._subscribers.get(_connection_of(ctx), {}).pop(str(params.uri), None)
+        self._subscribers.get(_connection_of(ctx), set()).discard(str(params.uri))
         return EmptyResult()
 
     async def _resource_changed(self, uri: str) -> None:
@@ -843,40 +787,38 @@ class McpServer:
             from mcp.server.subscriptions import ResourceUpdated
 
             await self._bus.publish(ResourceUpdated(uri))
-        for subscribed in list(self._subscribers.values()):
-            session = subscribed.get(uri)
-            if session is None:
+        for connection, uris in list(self._subscribers.items()):
+            if uri not in uris:
                 continue
             with contextlib.suppress(Exception):  # a client gone: its connection is dropped
-                await session.send_resource_updated(uri)
+                await connection.outbound.notify("notifications/resources/updated", {"uri": uri})
 
     def _current_scope(self) -> RootScope | None:
-        call = _CURRENT.get()
+        call = current_call()
         return None if call is None else call.scope
 
     async def _client_roots(
-        self, ctx: ServerRequestContext[Any, Any], call: _Call
+        self, ctx: ServerRequestContext[Any, Any], state: dict[str, Any], responses: dict[str, Any]
     ) -> tuple[str, ...] | None:
         """The roots of this call's client (paths); None when they must be asked first.
 
         On the handshake era they are asked by `roots/list` once per
         connection, and again after `notifications/roots/list_changed`; on
-        2026-07-28 a call asks in an `InputRequiredResult` round, and the
-        sealed state carries the answer through the call's later rounds.
+        2026-07-28 a call asks in an `InputRequiredResult` round, whose
+        retry brings them (its sealed state says they were asked).
         """
         from mcp.shared.exceptions import MCPError
         from mcp_types import INTERNAL_ERROR, ListRootsResult
 
-        if _modern(ctx):
-            if call.roots is not None:
-                return call.roots
-            answer = call.responses.get(_ROOTS_KEY)
-            if isinstance(answer, ListRootsResult):
+        if modern(ctx):
+            answer = responses.get(_ROOTS_KEY)
+            if "roots" in state and isinstance(answer, ListRootsResult):
                 return root_paths(str(root.uri) for root in answer.roots)
             return None
         connection = _connection_of(ctx)
         known = self._roots.get(connection)
         if known is None:
+            changes = self._roots_changes.get(connection, 0)
             try:
                 with _deprecated_api():  # the SDK warns when the method is called
                     asking = ctx.session.list_roots()
@@ -886,23 +828,30 @@ class McpServer:
                     INTERNAL_ERROR, f"could not list the client's roots: {error}"
                 ) from None
             known = root_paths(str(root.uri) for root in result.roots)
-            self._roots[connection] = known
+            # Kept only if the roots did not change while they were asked for.
+            if self._roots_changes.get(connection, 0) == changes:
+                self._roots[connection] = known
         return known
 
     async def _roots_changed(
         self, ctx: ServerRequestContext[Any, Any], params: mcp_types.NotificationParams | None
     ) -> None:
-        self._roots.pop(_connection_of(ctx), None)
+        connection = _connection_of(ctx)
+        self._roots.pop(connection, None)
+        self._roots_changes[connection] = self._roots_changes.get(connection, 0) + 1
 
     async def _workspace_paths(self) -> tuple[str, ...]:
         """Where commands start, as named and resolved: what the client's roots are held to.
 
-        Asked once of the innermost executor (past the policies, which are
-        for the model's commands, not the server's own question).
+        Asked once, past the policies (they are for the model's commands, not
+        the server's own question) but through a scope (`ScopedExecutor`),
+        which chooses where commands start.
         """
         if self._workspace is None:
             inner = self.executor
-            while isinstance(getattr(inner, "inner", None), ToolExecutor):
+            while not isinstance(inner, ScopedExecutor) and isinstance(
+                getattr(inner, "inner", None), ToolExecutor
+            ):
                 inner = inner.inner  # type: ignore[attr-defined]
             output = await inner.exec_cmd(Command.shell("pwd; pwd -P"))
             lines = output.stdout.decode(errors="surrogateescape").splitlines()
@@ -926,14 +875,14 @@ class McpServer:
         """
         from mcp_types import LOG_LEVEL_META_KEY
 
-        if _modern(ctx):
+        if modern(ctx):
             asked = (ctx.meta or {}).get(LOG_LEVEL_META_KEY)
             return _LEVELS.index(asked) if asked in _LEVELS else None
         return self._levels.get(_connection_of(ctx))
 
     async def _observe(self, event: CommandEvent) -> None:
         """Record each command as a resource; tell the call's client what became of it."""
-        call = _CURRENT.get()
+        call = current_call()
         if isinstance(event, CommandStarted) and call is not None:
             call.commands.append(event.call_id)
         if not (isinstance(event, CommandStarted) and isinstance(event.command, _FILE_COMMANDS)):
@@ -990,11 +939,10 @@ class McpServer:
         loopback_hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
         loopback_origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
         everywhere = host in ("0.0.0.0", "::", "")
+        shown = f"[{host}]" if ":" in host else host
+        hosts = [shown, f"{shown}:*", *loopback_hosts]
         if is_loopback(host):
-            hosts = [*loopback_hosts, "127.0.0.1", "localhost", "[::1]"]
-        else:
-            shown = f"[{host}]" if ":" in host else host
-            hosts = [shown, f"{shown}:*", *loopback_hosts]
+            hosts += ["127.0.0.1", "localhost", "[::1]"]
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=not everywhere,
             allowed_hosts=hosts,
@@ -1214,7 +1162,9 @@ def envelope_guard(app: Any) -> Callable[..., Awaitable[None]]:
             try:
                 problem = envelope_problem(json.loads(body))
             except ValueError:
-                problem = None
+                problem = None  # not JSON: the transport answers -32700
+            except RecursionError:
+                problem = "the message is nested too deeply"
             if problem is not None:
                 await _send_json(send, 400, invalid_request(problem))
                 return

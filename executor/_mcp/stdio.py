@@ -40,12 +40,14 @@ def _pollable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
 
 
-def _refusal(line: bytes, error: ValueError) -> dict[str, Any]:
+def _refusal(line: bytes, error: ValueError | RecursionError) -> dict[str, Any]:
     """The error for a line that is not one JSON-RPC message: not JSON, or not a message."""
     try:
         value = json.loads(line)
     except ValueError:
         return invalid_request("the line is not JSON", PARSE_ERROR)
+    except RecursionError:
+        return invalid_request("the message is nested too deeply")
     problem = envelope_problem(value) or f"the message is not one MCP knows: {error}"
     return invalid_request(problem)
 
@@ -95,7 +97,7 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
                         message = mcp_types.jsonrpc_message_adapter.validate_json(
                             line, by_name=False
                         )
-                    except ValueError as error:
+                    except (ValueError, RecursionError) as error:
                         # Not one message: answered here with -32700 or -32600 (id null), as
                         # JSON-RPC asks; the SDK would only log it, leaving the client waiting.
                         refusal = _refusal(line, error)

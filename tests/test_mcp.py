@@ -347,15 +347,7 @@ def test_http_off_loopback_needs_a_token_and_origins_are_checked(tmp_path: Path)
         (["--allowed-origin", "app.example"], "not an origin: 'app.example'"),
         (["--allowed-origin", "https://app.example/path"], "not an origin"),
     ):
-        result = subprocess.run(
-            [sys.executable, "-m", "executor", "mcp", "--http", "--workdir", str(tmp_path), *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
-        assert result.returncode == 2, result.stderr
-        assert words in result.stderr
+        refused_by_name(["--http", "--workdir", str(tmp_path), *args], words)
 
 
 async def test_http_token_from_a_file_and_made_up(tmp_path: Path) -> None:
@@ -565,12 +557,17 @@ def test_bad_configuration_is_named(tmp_path: Path) -> None:
         (["--config", str(config)], "unknown key 'read_onyl' in [policy]"),
         (["--backend", "docker"], "backend docker needs an image"),
     ):
-        result = subprocess.run(
-            [sys.executable, "-m", "executor", "mcp", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
-        assert result.returncode == 2, result.stderr
-        assert words in result.stderr
+        refused_by_name(args, words)
+
+
+def refused_by_name(args: list[str], words: str) -> None:
+    """`python -m executor mcp ARGS` exits 2 at once, saying `words` on stderr."""
+    result = subprocess.run(
+        [sys.executable, "-m", "executor", "mcp", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2, result.stderr
+    assert words in result.stderr

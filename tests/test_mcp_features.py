@@ -118,6 +118,17 @@ async def test_logging_over_stdio(tmp_path: Path) -> None:
 # --- roots --------------------------------------------------------------------------------
 
 
+def roots_of(offered: list[Path]) -> Any:
+    """A client's `roots/list` answer: the folders in `offered` as they are when it is asked."""
+
+    async def list_roots(context: Any) -> mcp_types.ListRootsResult:
+        return mcp_types.ListRootsResult(
+            roots=[mcp_types.Root(uri=path.as_uri()) for path in offered]  # type: ignore[arg-type]
+        )
+
+    return list_roots
+
+
 def workspace(tmp_path: Path) -> Path:
     work = tmp_path / "ws"
     for name, text in (("app/a.txt", "in app\n"), ("lib/b.txt", "in lib\n"), ("top.txt", "top\n")):
@@ -138,10 +149,7 @@ async def test_roots_narrow_what_the_tools_reach(tmp_path: Path, mode: str) -> N
     work = workspace(tmp_path)
     offered = [work / "app", tmp_path / "elsewhere"]
 
-    async def list_roots(context: Any) -> mcp_types.ListRootsResult:
-        return mcp_types.ListRootsResult(
-            roots=[mcp_types.Root(uri=path.as_uri()) for path in offered]  # type: ignore[arg-type]
-        )
+    list_roots = roots_of(offered)
 
     async with LocalExecutor(work) as local:
         mcp_server = McpServer(local)
@@ -184,10 +192,7 @@ async def test_roots_can_only_narrow(tmp_path: Path, mode: str) -> None:
     work = workspace(tmp_path)
     offered = [Path("/")]
 
-    async def list_roots(context: Any) -> mcp_types.ListRootsResult:
-        return mcp_types.ListRootsResult(
-            roots=[mcp_types.Root(uri=path.as_uri()) for path in offered]  # type: ignore[arg-type]
-        )
+    list_roots = roots_of(offered)
 
     async with LocalExecutor(work) as local:
         mcp_server = McpServer(local)
@@ -365,8 +370,7 @@ async def test_file_resources_stay_in_the_workspace(tmp_path: Path, mode: str) -
         "executor://files/app/..%2F..%2Fsecret.txt",
     ]
 
-    async def list_roots(context: Any) -> mcp_types.ListRootsResult:
-        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=work.as_uri())])  # type: ignore[arg-type]
+    list_roots = roots_of([work])
 
     async with LocalExecutor(work) as local:
         for roots in (None, list_roots):
@@ -439,8 +443,7 @@ async def test_roots_are_held_to_a_scoped_workspace(tmp_path: Path) -> None:
     sub.mkdir()
     (sub / "a.txt").write_text("a\n")
 
-    async def list_roots(context: Any) -> mcp_types.ListRootsResult:
-        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=sub.as_uri())])  # type: ignore[arg-type]
+    list_roots = roots_of([sub])
 
     async with LocalExecutor(tmp_path) as local:
         server_ = McpServer(local.scoped("sub"))

@@ -28,8 +28,10 @@ script with quotes, pipes or substitutions adds.
 
 A third table times parse-and-judge (`DangerousCommands`' judgement, no
 process) per script with the parser of today (tree-sitter-bash) and the one
-before it (bashlex behind a lexer of its own, `_bashlex_parser.py`, run only
-where `bashlex` is installed): over the real-world corpus (every maintainer
+before it (bashlex behind a lexer of its own: `executor/_shell/parser.py` at
+`_baseline.BASHLEX_PARSER_COMMIT`, from `git archive`, loaded into this
+process beside today's; run only where `bashlex` is installed and the commit
+is in the clone): over the real-world corpus (every maintainer
 script in /var/lib/dpkg/info and every sh/bash script in /usr/bin that
 `bash -n` accepts; the quick mode takes 40 of them) and on a 20-line agent
 script. The two sides take turns script by script. Each script's time is
@@ -41,6 +43,7 @@ tree-sitter's total over the scripts both read no slower than bashlex's.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -48,8 +51,9 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 
-import _bashlex_parser as before
+import _baseline
 import _harness as h
 import anyio
 
@@ -230,7 +234,26 @@ def judged(parse: Parse, script: str) -> tuple[float, bool]:
     return time.perf_counter() - started, False
 
 
-def parse_and_judge(scripts: Sequence[str], rounds: int) -> tuple[list[list[object]], bool]:
+def parser_before() -> ModuleType | None:
+    """The bashlex parser of before, from its commit's archived tree; `None` (said why) without.
+
+    Its imports of `executor` resolve to this tree's package (`Exec`, `Shell`
+    and `ShellParseError`, all still there), so a refusal is the same
+    `ShellParseError` today's parser raises.
+    """
+    if importlib.util.find_spec("bashlex") is None:
+        print("bashlex is not installed: the parser of before is left out (pip install bashlex)")
+        return None
+    tree = _baseline.baseline_tree(_baseline.BASHLEX_PARSER_COMMIT)
+    if tree is None:
+        print("the parser of before is left out")
+        return None
+    return _baseline.load_module(tree, "executor/_shell/parser.py", "_bashlex_parser")
+
+
+def parse_and_judge(
+    scripts: Sequence[str], rounds: int, before: ModuleType | None
+) -> tuple[list[list[object]], bool]:
     """Per-script parse-and-judge times of each parser, taking turns script by script.
 
     Besides every script, the rows `both read` sum only the scripts neither
@@ -238,7 +261,7 @@ def parse_and_judge(scripts: Sequence[str], rounds: int) -> tuple[list[list[obje
     a refusal is not time to a judgement.
     """
     sides: dict[str, Parse] = {"tree-sitter-bash (now)": parse_uncached}
-    if before.AVAILABLE:
+    if before is not None:
         sides["bashlex (before)"] = before.parse_script
     rows: list[list[object]] = []
     met = True
@@ -293,10 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     stats = measure(scale.count, scale.pick(2, 10))
     report(stats, check_only(scale.pick(50, 2000)))
     print()
-    if not before.AVAILABLE:
-        print("bashlex is not installed: the parser of before is left out (pip install bashlex)")
+    before = parser_before()
     limit: int | None = 40 if scale.quick else None
-    rows, _ = parse_and_judge(corpus(limit), scale.pick(1, 3))
+    rows, _ = parse_and_judge(corpus(limit), scale.pick(1, 3), before)
     print("Parse and judge per script, no process (ms; refused = unreadable scripts)")
     headers = ["parser on", "scripts", "median", "mean", "total", "refused", "both read: total"]
     h.print_table(headers, rows)

@@ -8,26 +8,35 @@ them), the run goes through a `StreamingToolSession` (so the tool's own
 policy decides what the model's context keeps), each chunk's text goes to
 the context's `on_output` sink as it comes, and the result is the text the
 policy held, then the final value, cut to the toolset's budget.
+
+`streaming_tools` makes the toolset's three: the terminal and the log tailer
+new for each call, the code interpreter kept open, one per executor, in the
+toolset's `Hosts` (its sessions outlive a call).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import re
 import typing
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from executor._core.base import call_sink
+import attrs
+
+from executor._core.base import ToolExecutor, call_sink
 from executor._core.output import CommandOutput, Stdout
 from executor._core.render import for_model
 from executor._tools.context import join_texts
 from executor._tools.session import StreamingToolSession
 from executor._tools.tool import StreamingTool
 from executor._tools.tools import Tool, ToolOutput, ToolOutputKind, tool
+from executor._toolset.context import ToolsetContext
+from executor._toolset.hosting import Hosts
 
-__all__ = ["streaming_tool"]
+__all__ = ["StreamingRun", "streaming_tool", "streaming_tools"]
 
 _ATTRIBUTE = re.compile(r"^\s{4}(\w+):\s*(.*)$")
 
@@ -65,6 +74,42 @@ def _outcome(final: object, text: str) -> ToolOutput:
     return ToolOutput(text, exit_code=code)
 
 
+@attrs.frozen
+class StreamingRun:
+    """One call of a streaming tool, from the model's arguments to the output for the model.
+
+    Attributes:
+        input_type: The tool's input dataclass, made from the arguments.
+        get: Gives the tool instance for a call's context.
+        budget: Characters of text the result may hand the model.
+    """
+
+    input_type: Callable[..., Any]
+    get: Callable[[Any], Awaitable[StreamingTool[Any, Any, Any]]]
+    budget: int
+
+    async def __call__(self, context: Any, arguments: dict[str, Any]) -> ToolOutput:
+        """Run the tool on `arguments`, its chunks' text going to the context's `on_output`."""
+        # The dataclass checks its fields together (`__post_init__`): InvalidArgument.
+        value = self.input_type(**arguments)
+        instance = await self.get(context)
+        sink = getattr(context, "on_output", None)
+        async with StreamingToolSession(instance, value) as session:
+            async for chunk in session:
+                if callable(sink):
+                    text = instance.render(chunk)
+                    if text and not text.endswith("\n"):
+                        text += "\n"
+                    await call_sink(sink, Stdout(text.encode()))
+            result = await session.finalize()
+        held = [instance.render(chunk) for chunk in result.chunks]
+        if result.summary:
+            held.insert(0, f"[summary of earlier output] {result.summary}")
+        held.append(instance.render(result.final))
+        output = CommandOutput(chunks=(Stdout(join_texts(held).encode()),))
+        return _outcome(result.final, for_model(output, budget=self.budget))
+
+
 def streaming_tool(
     tool_type: type[StreamingTool[Any, Any, Any]],
     get: Callable[[Any], Awaitable[StreamingTool[Any, Any, Any]]],
@@ -88,8 +133,6 @@ def streaming_tool(
         raise TypeError(f"{tool_type.__name__}'s input is no dataclass: {input_type!r}")
     hints = typing.get_type_hints(input_type, include_extras=True)
     described = _attributes(input_type.__doc__)
-    from executor._toolset.toolset import ToolsetContext
-
     parameters = [
         inspect.Parameter("context", inspect.Parameter.KEYWORD_ONLY, annotation=ToolsetContext)
     ]
@@ -113,26 +156,11 @@ def streaming_tool(
         if field.name in described:
             docs.append(f"    {field.name}: {described[field.name]}")
 
+    run = StreamingRun(input_type, get, budget)
+
+    # The one thing a function of its own is needed for: the signature `tool` reads.
     async def call(**arguments: Any) -> ToolOutput:
-        context = arguments.pop("context")
-        # The dataclass checks its fields together (`__post_init__`): InvalidArgument.
-        value = input_type(**arguments)
-        instance = await get(context)
-        sink = getattr(context, "on_output", None)
-        async with StreamingToolSession(instance, value) as session:
-            async for chunk in session:
-                if callable(sink):
-                    text = instance.render(chunk)
-                    if text and not text.endswith("\n"):
-                        text += "\n"
-                    await call_sink(sink, Stdout(text.encode()))
-            result = await session.finalize()
-        held = [instance.render(chunk) for chunk in result.chunks]
-        if result.summary:
-            held.insert(0, f"[summary of earlier output] {result.summary}")
-        held.append(instance.render(result.final))
-        text = for_model(CommandOutput(chunks=(Stdout(join_texts(held).encode()),)), budget=budget)
-        return _outcome(result.final, text)
+        return await run(arguments.pop("context"), arguments)
 
     description = inspect.cleandoc(getattr(tool_type, "description", "") or "")
     doc = description + ("\n\nArgs:\n" + "\n".join(docs) if docs else "")
@@ -141,3 +169,36 @@ def streaming_tool(
     call.__doc__ = doc
     call.__name__ = call.__qualname__ = tool_type.name
     return tool(name=tool_type.name)(call)
+
+
+def streaming_tools(budget: int, hosts: Hosts) -> list[Tool]:
+    """The built-in streaming tools (terminal, log tailer, code interpreter), each a `Tool`.
+
+    Args:
+        budget: Characters of text a result may hand the model.
+        hosts: Where the toolset holds each executor's code interpreter open.
+    """
+    from executor._builtins.interpreter import CodeInterpreterTool
+    from executor._builtins.logtail import LogTailerTool
+    from executor._builtins.terminal import TerminalTool
+
+    return [
+        streaming_tool(TerminalTool, functools.partial(_new, TerminalTool), budget=budget),
+        streaming_tool(LogTailerTool, functools.partial(_new, LogTailerTool), budget=budget),
+        streaming_tool(CodeInterpreterTool, functools.partial(_interpreter, hosts), budget=budget),
+    ]
+
+
+async def _new(tool_type: Callable[[ToolExecutor], Any], context: Any) -> Any:
+    """A new `tool_type` over the call's executor."""
+    return tool_type(context.executor())
+
+
+async def _interpreter(hosts: Hosts, context: Any) -> Any:
+    """The code interpreter of the call's executor, opened once in `hosts` and kept open."""
+    from executor._builtins.interpreter import CodeInterpreterTool
+
+    executor: ToolExecutor = context.executor()
+    return await hosts.open(
+        "code interpreter", executor, lambda: CodeInterpreterTool(executor), False
+    )

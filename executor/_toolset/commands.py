@@ -1,0 +1,261 @@
+"""The command tools: `run` (one-shot), `shell` (persistent), and the `job_*` background jobs.
+
+They are the methods of `CommandTools`, which holds what they need of their
+toolset, handed in when the toolset builds them: its `Limits` (timeouts,
+output budget) and its `Hosts` (where the persistent shell of each executor
+is held open between calls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, cast
+
+from executor._core.base import Sink, ToolExecutor
+from executor._core.commands import Command
+from executor._core.errors import CommandError, ExecutorError, InvalidArgument
+from executor._core.output import CommandOutput
+from executor._core.render import for_model
+from executor._core.stdin import UnixSignal
+from executor._tools.args import WorkspacePath
+from executor._tools.tools import Tool, ToolOutput, tool
+from executor._toolset.context import ToolsetContext, execute, output_sink, remember
+from executor._toolset.hosting import Hosts
+from executor._toolset.limits import Limits, check_count
+
+__all__ = ["CommandTools", "command_tools"]
+
+_SIGNALS = {
+    "SIGINT": UnixSignal.SIGINT,
+    "SIGTERM": UnixSignal.SIGTERM,
+    "SIGKILL": UnixSignal.SIGKILL,
+    "SIGHUP": UnixSignal.SIGHUP,
+}
+
+
+class _Job(Protocol):
+    """A background job of a persistent shell (`PersistentShell.start_job`)."""
+
+    id: str
+
+    async def read(self, max_bytes: int | None = ...) -> CommandOutput: ...
+    async def write(self, data: str | bytes) -> None: ...
+    async def signal(self, signal: UnixSignal) -> None: ...
+    async def kill(self) -> Any: ...
+
+
+class _Shell(Protocol):
+    """A persistent shell, as `executor.shell()` gives one."""
+
+    @property
+    def state_lost(self) -> bool: ...
+
+    async def run(
+        self,
+        command: str,
+        *,
+        timeout: float | None = ...,
+        stdin: str | None = ...,
+        sink: Sink | None = ...,
+    ) -> CommandOutput: ...
+    async def start_job(self, command: str, *, timeout: float | None = ...) -> _Job: ...
+    def jobs(self) -> Sequence[Any]: ...
+    def job(self, job_id: str) -> _Job: ...
+
+
+def command_tools(limits: Limits, hosts: Hosts) -> list[Tool]:
+    """`run`, `shell` and the `job_*` tools, as `Tool`s sharing `limits` and `hosts`."""
+    commands = CommandTools(limits, hosts)
+    return [
+        tool(commands.run),
+        tool(commands.shell),
+        tool(commands.job_start),
+        tool(commands.job_read),
+        tool(commands.job_write),
+        tool(commands.job_signal),
+        tool(commands.job_stop),
+        tool(commands.job_list),
+    ]
+
+
+class CommandTools:
+    """The command tools of one toolset, each a method (`command_tools` makes them `Tool`s).
+
+    The persistent shell is opened on first use, one per executor the calls
+    come with, through `hosts`, which closes it, with its jobs.
+
+    Args:
+        limits: The toolset's timeouts and output budget.
+        hosts: Where the toolset holds its persistent shells open.
+    """
+
+    def __init__(self, limits: Limits, hosts: Hosts) -> None:
+        self._limits = limits
+        self._hosts = hosts
+
+    async def run(  # noqa: D417 - context is not an argument
+        self,
+        context: ToolsetContext,
+        command: str,
+        timeout: float | None = None,
+        cwd: WorkspacePath | None = None,
+        stdin: str | None = None,
+    ) -> ToolOutput:
+        """Run a shell command (sh -c) to its end and return its output and exit code.
+
+        Each call starts afresh: nothing (cd, variables) carries over; use the
+        shell tool for that. The command's whole process tree is killed when it
+        runs past its timeout.
+
+        Args:
+            command: The shell script to run, e.g. "pytest -q tests/test_x.py".
+            timeout: Seconds before the command is killed (the toolset's default if omitted).
+            cwd: Folder to run in, relative to the workspace root.
+            stdin: Text to give the command on its standard input (none if omitted).
+        """
+        cmd = Command.shell(command).with_timeout(self._limits.timeout_for(timeout))
+        if cwd is not None:
+            cmd = cmd.with_current_dir(str(cwd))
+        if stdin is not None:
+            cmd = cmd.with_stdin(stdin)
+        output = await execute(context, cmd)
+        return ToolOutput(for_model(output, budget=self._limits.budget), exit_code=output.exit_code)
+
+    async def shell(  # noqa: D417 - context is not an argument
+        self,
+        context: ToolsetContext,
+        command: str,
+        timeout: float | None = None,
+        restart: bool = False,
+    ) -> ToolOutput:
+        """Run a command in a persistent shell: cd, variables and functions carry over.
+
+        Args:
+            command: The shell command to run, e.g. "cd src && export DEBUG=1".
+            timeout: Seconds before the command is interrupted; the shell itself stays.
+            restart: Start a fresh shell first, dropping the old one's state and jobs.
+        """
+        seconds = self._limits.timeout_for(timeout)
+        sh = await self._shell(context, restart=restart)
+        try:
+            output = await sh.run(command, timeout=seconds, sink=output_sink(context))
+        except CommandError as error:
+            remember(context, error.output)
+            raise
+        remember(context, output)
+        text = for_model(output, budget=self._limits.budget)
+        if sh.state_lost:
+            text = f"[the shell was restarted and its state lost]\n{text}"
+        return ToolOutput(text, exit_code=output.exit_code)
+
+    async def job_start(self, context: ToolsetContext, command: str) -> str:  # noqa: D417
+        """Start a command as a background job of the persistent shell; return its id.
+
+        Args:
+            command: The command, e.g. "python -m http.server 8000".
+        """
+        sh = await self._shell(context)
+        job = await sh.start_job(command)
+        return f"started job {job.id}: {command}"
+
+    async def job_read(  # noqa: D417 - context is not an argument
+        self, context: ToolsetContext, job_id: str, max_bytes: int = 16000
+    ) -> str:
+        """Read what a background job printed since the last read.
+
+        Args:
+            job_id: The job's id, from job_start or job_list.
+            max_bytes: The most output to return; older output past it is elided.
+        """
+        check_count(max_bytes, "max_bytes", 1 << 20)
+        job = await self._job(context, job_id)
+        return _job_output(await job.read(max_bytes=max_bytes), self._limits.budget)
+
+    async def job_write(self, context: ToolsetContext, job_id: str, text: str) -> str:  # noqa: D417
+        """Write text to a background job's standard input (end a line with a newline).
+
+        Args:
+            job_id: The job's id.
+            text: What to write.
+        """
+        job = await self._job(context, job_id)
+        await job.write(text)
+        return f"wrote {len(text)} characters to job {job_id}"
+
+    async def job_signal(  # noqa: D417 - context is not an argument
+        self,
+        context: ToolsetContext,
+        job_id: str,
+        signal: Literal["SIGINT", "SIGTERM", "SIGKILL", "SIGHUP"],
+    ) -> str:
+        """Send a signal to a background job (SIGINT is Ctrl-C).
+
+        Args:
+            job_id: The job's id.
+            signal: The signal to send.
+        """
+        job = await self._job(context, job_id)
+        await job.signal(_SIGNALS[signal])
+        return f"sent {signal} to job {job_id}"
+
+    async def job_stop(self, context: ToolsetContext, job_id: str) -> str:  # noqa: D417
+        """Stop a background job (its whole process tree) and return how it ended.
+
+        Args:
+            job_id: The job's id.
+        """
+        job = await self._job(context, job_id)
+        status = await job.kill()
+        return _status_line(status) if status is not None else f"stopped job {job_id}"
+
+    async def job_list(self, context: ToolsetContext) -> str:
+        """List the background jobs of the persistent shell, running and ended."""
+        sh = await self._shell(context)
+        statuses = list(sh.jobs())
+        if not statuses:
+            return "no jobs"
+        return "\n".join(_status_line(status) for status in statuses)
+
+    # --- the persistent shell ---------------------------------------------------------
+
+    async def _shell(self, context: Any, *, restart: bool = False) -> _Shell:
+        executor: ToolExecutor = context.executor()
+        factory = getattr(executor, "shell", None)
+        if not callable(factory):
+            raise ExecutorError(f"{type(executor).__name__} has no persistent shell; use run")
+        return cast(_Shell, await self._hosts.open("persistent shell", executor, factory, restart))
+
+    async def _job(self, context: Any, job_id: str) -> _Job:
+        shell = await self._shell(context)
+        try:
+            return shell.job(job_id)
+        except ExecutorError:
+            known = ", ".join(_field(status, "id") for status in shell.jobs()) or "none"
+            raise InvalidArgument(job_id, f"no such job; the jobs are: {known}") from None
+
+
+def _field(value: object, name: str) -> str:
+    found = getattr(value, name, None)
+    if found is None:
+        return ""
+    # An enum (the job's state) reads as its value, not as `JobState.RUNNING`.
+    return str(getattr(found, "value", found))
+
+
+def _status_line(status: object) -> str:
+    """One line for a job's status: its id, state, exit code and command."""
+    parts = [f"job {_field(status, 'id')}", _field(status, "state")]
+    exit_code = getattr(status, "exit_code", None)
+    if exit_code is not None:
+        parts.append(f"exit code {exit_code}")
+    parts.append(_field(status, "command"))
+    return "  ".join(part for part in parts if part)
+
+
+def _job_output(output: CommandOutput, budget: int) -> str:
+    """A job's new output for the model; once the job ended, with how it ended."""
+    text = for_model(output, budget=budget)
+    if not output.chunks:
+        still = "the job is still running" if output.exit_code is None else "the job has ended"
+        text = f"[no new output; {still}]" + (f"\n{text}" if text else "")
+    return text

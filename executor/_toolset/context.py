@@ -1,0 +1,79 @@
+"""The agent context the toolset's tools run in, and how a tool runs a command through it.
+
+Every tool takes its context as its first argument: `ToolsetContext` (made by
+`Toolset.context`) or any other `AgentContext`. `execute` is the one way a
+tool runs a command: through `context.executor()`, so the executor's own
+wrappers enforce policy, streaming to the context's `on_output` sink and
+recording the output in `last_output`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from executor._core.base import Sink, ToolExecutor
+from executor._core.commands import Command
+from executor._core.errors import CommandError
+from executor._core.output import CommandOutput
+
+__all__ = ["ToolsetContext", "execute", "output_sink", "remember"]
+
+
+@attrs.define(eq=False)
+class ToolsetContext:
+    """The agent context the toolset's tools run in.
+
+    It holds the executor, and two things a server or UI wants of each call:
+    `on_output`, a sink (`chunk -> None`, sync or async) that sees each
+    command's output as it is read, and `last_output`, the `CommandOutput` of
+    the call's last command (also a failed one), which the tools set so a
+    caller can report the exit code and stderr apart. Use one context per
+    call when calls run concurrently. Any other `AgentContext` works too: the
+    tools then stream nothing and record nothing.
+
+    Attributes:
+        on_output: Where live output goes, or `None`.
+        last_output: The last command's output, once a tool ran one.
+    """
+
+    _executor: ToolExecutor = attrs.field(alias="executor")
+    on_output: Sink | None = None
+    last_output: CommandOutput | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self._executor, ToolExecutor):
+            raise TypeError(f"expected a ToolExecutor, got {type(self._executor).__name__}")
+
+    def executor(self) -> ToolExecutor:
+        """The executor the tools run commands through."""
+        return self._executor
+
+
+def output_sink(context: object) -> Sink | None:
+    """The context's live-output sink (`on_output`), or `None` when it has none."""
+    sink = getattr(context, "on_output", None)
+    return sink if callable(sink) else None
+
+
+def remember(context: object, output: CommandOutput) -> None:
+    """Record `output` as the context's `last_output` (a `ToolsetContext` only)."""
+    if isinstance(context, ToolsetContext):
+        context.last_output = output
+
+
+async def execute(context: Any, cmd: Command, *, stream: bool = True) -> CommandOutput:
+    """Run `cmd` through the context's executor, streaming to its sink, recording the output."""
+    executor: ToolExecutor = context.executor()
+    sink = output_sink(context) if stream else None
+    try:
+        if sink is None:
+            output = await executor.exec_cmd(cmd)
+        else:
+            output = await executor.exec_cmd_streaming(cmd, sink)
+    except CommandError as error:
+        remember(context, error.output)
+        raise
+    remember(context, output)
+    return output

@@ -1,0 +1,159 @@
+"""The file tools: `read_file` (numbered lines, by range), `write_file`, `edit_file`.
+
+`write_file` and `edit_file` need nothing of their toolset: they are plain
+functions. `read_file` stops at the toolset's output budget, so it is a
+method of `FileReader`, which holds the toolset's `Limits`.
+"""
+
+from __future__ import annotations
+
+from executor._core.base import ToolExecutor
+from executor._core.commands import Command
+from executor._core.errors import InvalidArgument
+from executor._tools.args import WorkspacePath
+from executor._tools.tools import Tool, ToolOutput, tool
+from executor._toolset.context import ToolsetContext, execute
+from executor._toolset.limits import Limits, check_count
+from executor._toolset.text import Enough, LineRange, number_lines, replace_exact
+
+__all__ = ["FileReader", "edit_file", "file_tools", "write_file"]
+
+_DEFAULT_LINES = 2000
+_MAX_LINES = 100_000
+# A written file is the largest argument a model sends; 16 MiB is past any real one.
+_MAX_WRITE_BYTES = 16 << 20
+
+
+def file_tools(limits: Limits) -> list[Tool]:
+    """`read_file` (within `limits.budget`), `write_file` and `edit_file`, as `Tool`s."""
+    return [
+        tool(FileReader(limits).read_file),
+        tool(max_argument_bytes=_MAX_WRITE_BYTES)(write_file),
+        tool(max_argument_bytes=_MAX_WRITE_BYTES)(edit_file),
+    ]
+
+
+class FileReader:
+    """The `read_file` tool of one toolset, whose output budget it keeps to.
+
+    Args:
+        limits: The toolset's limits (`budget` is read at each call).
+    """
+
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
+
+    async def read_file(  # noqa: D417 - context is not an argument
+        self,
+        context: ToolsetContext,
+        path: WorkspacePath,
+        offset: int | None = None,
+        limit: int | None = None,
+        start_line: int | None = None,
+        end_line: int | None = None,
+    ) -> str | ToolOutput:
+        """Read a text file, its lines numbered; a big file a range at a time.
+
+        Give offset and limit (line to start at, how many lines), or start_line
+        and end_line (both included); by default the first 2000 lines. Lines
+        past 2000 characters are cut.
+
+        Args:
+            path: The file, relative to the workspace root.
+            offset: The line number to start at (1 is the first line).
+            limit: How many lines to read.
+            start_line: The first line to read (the same as offset).
+            end_line: The last line to read, included.
+        """
+        if offset is not None and start_line is not None:
+            raise InvalidArgument(offset, "give offset or start_line, not both")
+        if limit is not None and end_line is not None:
+            raise InvalidArgument(limit, "give limit or end_line, not both")
+        first = offset if offset is not None else start_line if start_line is not None else 1
+        check_count(first, "offset" if offset is not None else "start_line", 1 << 62)
+        check_count(limit, "limit", _MAX_LINES)
+        if end_line is not None and end_line < first:
+            raise InvalidArgument(end_line, f"end_line must be at least the first line, {first}")
+        if end_line is not None:
+            last = end_line
+        else:
+            last = first + (limit if limit is not None else _DEFAULT_LINES) - 1
+        lines = LineRange(first, last, self._limits.budget)
+        executor: ToolExecutor = context.executor()
+        try:
+            await executor.exec_cmd_streaming(Command.read_file(path), lines)
+        except Enough:
+            pass
+        else:
+            lines.finish()
+        if lines.binary:
+            return ToolOutput.error(
+                f"{path} is a binary file (it holds NUL bytes); read_file shows text only"
+            )
+        if not lines.lines:
+            if lines.seen == 0:
+                return f"{path} is empty"
+            raise InvalidArgument(
+                first, f"{path} has {lines.seen} lines; line {first} is past its end"
+            )
+        body = number_lines(lines.lines, first)
+        shown = f"lines {first}-{lines.shown_last}"
+        if lines.budget_hit:
+            note = (
+                f"[{shown} shown: the output budget is reached; continue with "
+                f"offset={lines.shown_last + 1}]"
+            )
+        elif lines.more:
+            note = f"[{shown} shown; more follow: continue with offset={lines.shown_last + 1}]"
+        else:
+            note = f"[{shown} of {lines.seen}]"
+        return f"{body}{note}"
+
+
+async def write_file(context: ToolsetContext, path: WorkspacePath, content: str) -> str:  # noqa: D417
+    """Write a text file whole, replacing it if it exists; missing folders are made.
+
+    Args:
+        path: The file, relative to the workspace root.
+        content: The file's whole new text.
+    """
+    await execute(context, Command.write_file(path, content))
+    size = len(content.encode("utf-8", "surrogatepass"))
+    lines = content.count("\n") + (not content.endswith("\n") and bool(content))
+    return f"wrote {size} bytes ({lines} lines) to {path}"
+
+
+async def edit_file(  # noqa: D417 - context is not an argument
+    context: ToolsetContext,
+    path: WorkspacePath,
+    old_text: str,
+    new_text: str,
+    replace_all: bool = False,
+) -> str | ToolOutput:
+    """Edit a text file by replacing exact text, as a str_replace editor does.
+
+    old_text must occur exactly once (or set replace_all), whitespace and
+    indentation included; otherwise nothing is changed and the reply says why.
+
+    Args:
+        path: The file, relative to the workspace root.
+        old_text: The exact text to replace.
+        new_text: The text to put in its place.
+        replace_all: Replace every occurrence instead of requiring exactly one.
+    """
+    output = await execute(context, Command.read_file(path), stream=False)
+    try:
+        text = output.stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        return ToolOutput.error(f"{path} is not UTF-8 text; edit_file edits text files")
+    edited, lines = replace_exact(text, old_text, new_text, replace_all=replace_all)
+    await execute(context, Command.write_file(path, edited))
+    count = f"{len(lines)} occurrence{'s' * (len(lines) != 1)}"
+    first = lines[0]
+    new_lines = edited.splitlines()
+    span = new_text.count("\n")
+    low = max(first - 3, 1)
+    high = min(first + span + 3, len(new_lines))
+    snippet = number_lines(new_lines[low - 1 : high], low)
+    where = ", ".join(map(str, lines[:20]))
+    return f"edited {path}: replaced {count} (line {where})\n{snippet}"

@@ -1,0 +1,53 @@
+"""What a toolset allows its tools: the default and the longest timeout, and the output budget.
+
+The tools that need them are handed the toolset's `Limits` when the toolset
+builds them (never the toolset itself); the toolset's `timeout`,
+`max_timeout` and `budget` read and write that same object.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from executor._core.errors import InvalidArgument
+
+__all__ = ["Limits", "check_count"]
+
+
+@attrs.define(eq=False)
+class Limits:
+    """A toolset's limits, shared by the tools it built.
+
+    Attributes:
+        timeout: Seconds a command may run when the model gives no timeout.
+        max_timeout: The longest timeout a model may ask for.
+        budget: Characters of output a tool hands the model (`for_model`).
+    """
+
+    timeout: float
+    max_timeout: float
+    budget: int
+
+    def timeout_for(self, value: float | None) -> float:
+        """The timeout a command gets: the model's `value`, once checked, else the default.
+
+        Raises:
+            InvalidArgument: `value` is not more than 0, or past `max_timeout`.
+        """
+        if value is None:
+            return self.timeout
+        if not value > 0 or value > self.max_timeout:
+            raise InvalidArgument(
+                value, f"timeout must be more than 0 and at most {self.max_timeout:g} seconds"
+            )
+        return float(value)
+
+
+def check_count(value: int | None, name: str, maximum: int) -> None:
+    """Refuse a count argument (`name`) outside 1..`maximum`; `None` (not given) passes.
+
+    Raises:
+        InvalidArgument: `value` is out of range.
+    """
+    if value is not None and not 1 <= value <= maximum:
+        raise InvalidArgument(value, f"{name} must be from 1 to {maximum}")

@@ -59,7 +59,7 @@ import anyio
 
 from executor import CheckedExecutor, Command, LocalExecutor, ToolExecutor
 from executor._policies.rules import CommandRules, DangerousCommands, _Judge
-from executor._shell import parser as now
+from executor._shell import parser as now, programs, walker
 
 TARGET = 1.10
 # DangerousCommands on `true` needs no parser at all: it must cost next to nothing.
@@ -220,7 +220,7 @@ Parse = Callable[[str], Sequence[object]]
 
 def parse_uncached(script: str) -> Sequence[object]:
     """tree-sitter's reading of `script`, made anew: the cache of recent scripts passed by."""
-    return tuple(now._parse(script, now._Ctx(), 0))
+    return tuple(walker.parse(script, walker.Ctx(), 0, programs.analyse))
 
 
 def judged(parse: Parse, script: str) -> tuple[float, bool]:

@@ -205,9 +205,11 @@ if TYPE_CHECKING:
         RaySession as RaySession,
     )
     from executor._shell.parser import (
-        SimpleCommand as SimpleCommand,
         parse_command as parse_command,
         parse_script as parse_script,
+    )
+    from executor._shell.words import (
+        SimpleCommand as SimpleCommand,
     )
     from executor._ssh.executor import (
         SshExecutor as SshExecutor,

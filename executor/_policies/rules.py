@@ -42,16 +42,14 @@ from executor._core.base import ToolExecutor
 from executor._core.commands import Command, Exec, ReadFile, Shell, WriteFile
 from executor._core.errors import PolicyDenied
 from executor._core.wrappers import CheckedExecutor
-from executor._shell.parser import (
+from executor._shell.parser import ShellParseError, parse_command, parse_script
+from executor._shell.words import (
     Redirect,
-    ShellParseError,
     SimpleCommand,
     Word,
     command_name,
     escape_glob,
     glob_pattern,
-    parse_command,
-    parse_script,
 )
 
 __all__ = [

@@ -221,7 +221,8 @@ async def engine_ready(image: str) -> str | None:
 
     Imports the engine client only when called: most scripts never need it.
     """
-    from executor._docker.api import EngineClient, EngineError
+    from executor._core.errors import EngineError
+    from executor._docker.api import EngineClient
 
     api = EngineClient()
     try:

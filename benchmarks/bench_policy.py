@@ -57,7 +57,7 @@ import _baseline
 import _harness as h
 import anyio
 
-from executor import CheckedExecutor, Command, LocalExecutor, ToolExecutor
+from executor import CheckedExecutor, Command, LocalExecutor, ShellParseError, ToolExecutor
 from executor._policies.rules import CommandRules, DangerousCommands, _Judge
 from executor._shell import parser as now, programs, walker
 
@@ -228,7 +228,7 @@ def judged(parse: Parse, script: str) -> tuple[float, bool]:
     started = time.perf_counter()
     try:
         commands = parse(script)
-    except now.ShellParseError:
+    except ShellParseError:
         return time.perf_counter() - started, True
     _Judge(frozenset(), True, "/root", None).commands(commands)  # type: ignore[arg-type]
     return time.perf_counter() - started, False

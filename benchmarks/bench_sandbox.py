@@ -80,7 +80,7 @@ from pathlib import Path
 import _harness as h
 
 from executor import ExecutorError, Sandbox
-from executor._local.sandbox import Backend
+from executor._sandbox.sandbox import Backend
 
 TARGETS = {"bubblewrap": 0.0025, "landlock": 0.001}
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,6 +14,9 @@ remote host. `SessionContract` states the same of `start()` sessions, and
 `ReadOnlyContract` of read-only executors, and `LifecycleContract` how a
 backend ends what it started (cancelled twice, closed twice, by the clock),
 `OutputContract` what it hands back (files whole, cut output marked),
+`RunContract` the rules of one command's run (last words read, the drain
+period bounded and what comes past it kept, the kill grace in wall time, no
+process of a tree left, a blocked sink's backpressure, the cap's cut marked),
 `ShellContract` what a persistent shell and its jobs promise (`ex.shell()`).
 Requires pytest and anyio's pytest plugin (`executor[test]`).
 """
@@ -30,7 +33,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import anyio
 import pytest
@@ -38,11 +41,18 @@ import sniffio
 
 from executor._core.base import LoadedFile, ToolExecutor, file_failure
 from executor._core.commands import Command, ReadFile, StrPath, WriteFile
-from executor._core.errors import ExecutorError, NonZeroExit, PolicyDenied, TimedOut
+from executor._core.errors import (
+    CommandError,
+    ExecutorError,
+    NonZeroExit,
+    PolicyDenied,
+    ShellExited,
+    TimedOut,
+)
 from executor._core.jobs import Job, JobState
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.session import ProcessSession
-from executor._core.shell import PersistentShell, ShellExited, ShellOutput
+from executor._core.shell import PersistentShell, ShellOutput
 from executor._core.stdin import Bytes, Resize, Signal, Text, UnixSignal
 from executor._files.rules import (
     Compiled,
@@ -66,8 +76,10 @@ __all__ = [
     "LocalFixtures",
     "OutputContract",
     "ReadOnlyContract",
+    "RunContract",
     "SessionContract",
     "ShellContract",
+    "TreeWitness",
     "read_until",
 ]
 
@@ -754,7 +766,9 @@ class SessionContract:
 ExecutorFactory: TypeAlias = Callable[..., ToolExecutor]
 """Makes a new, unentered executor of the backend under test, in an empty folder.
 
-Takes the backend's keyword options; the lifecycle contract passes `kill_grace`.
+Takes the backend's keyword options; the lifecycle contract passes `kill_grace`,
+the output contract `read_limit`, `output_limit`, `stream_output_limit` and
+`spill`, the run contract `kill_grace`, `drain_timeout` and `output_limit`.
 """
 
 # A tree that ignores SIGTERM, so that killing it takes the whole grace period,
@@ -1361,3 +1375,476 @@ class OutputContract:
         with open(elided.spill, "rb") as spilled:  # noqa: ASYNC230 (a test's own check)
             assert spilled.read() == b"".join(seen)
         assert elided.spill in output.text()
+
+
+TreeWitness: TypeAlias = Callable[[list[int], str], Awaitable[list[str]]]
+"""Which processes of a command's tree still run, for `RunContract`.
+
+Called with the pids the tree's processes wrote (as they see them) and the
+`NAME=value` entry every process of the tree has in its environment; returns
+a description of each survivor, nothing when the tree is gone.
+"""
+
+# The variable that marks the processes of `RunContract`'s trees.
+_TREE_MARK = "EXECUTOR_RUN_CONTRACT_TREE"
+
+# Which of the pids given as arguments still run, said from inside the
+# backend: `kill -0`, where "No such process" (ESRCH) is dead and any other
+# refusal (EPERM: a process of another sandbox domain) alive; a zombie is dead.
+_STILL_RUNNING = """
+for pid in "$@"; do
+    if kill -0 "$pid" 2>/dev/null; then
+        state=
+        read -r stat < "/proc/$pid/stat" 2>/dev/null && state=${stat##*) } && state=${state%% *}
+        [ "$state" = Z ] || echo "$pid"
+    else
+        case $(kill -0 "$pid" 2>&1) in
+            *"No such process"*) ;;
+            *) echo "$pid" ;;
+        esac
+    fi
+done
+"""
+
+# Kill every process whose environment holds the entry given as argument.
+_KILL_MARKED = """
+for environ in /proc/[0-9]*/environ; do
+    if tr '\\0' '\\n' < "$environ" 2>/dev/null | grep -qxF "$1"; then
+        pid=${environ#/proc/}
+        kill -9 "${pid%/environ}" 2>/dev/null
+    fi
+done
+true
+"""
+
+
+def _tree(*, stays: bool) -> str:
+    """A command whose tree writes its pids, one a line, to `tree.pids`: four in all.
+
+    The command's shell, a background `sleep`, one that ignores SIGTERM and one
+    in a session of its own (`setsid`), the three with their output elsewhere.
+    With `stays` the shell ignores SIGTERM too and waits for them; otherwise it
+    exits, and they run on as the command's background jobs.
+    """
+    children = (
+        "sleep 30 >/dev/null 2>&1 & echo $! >> tree.pids; "
+        "(trap '' TERM; exec sleep 30) >/dev/null 2>&1 & echo $! >> tree.pids; "
+        "setsid sleep 30 >/dev/null 2>&1 & echo $! >> tree.pids; "
+    )
+    if stays:
+        return f"trap '' TERM; echo $$ >> tree.pids; {children}wait"
+    return f"echo $$ >> tree.pids; {children}echo started"
+
+
+async def _pids(executor: ToolExecutor, path: str) -> list[int]:
+    try:
+        text = (await executor.exec_cmd(Command.read_file(path))).stdout.decode()
+    except NonZeroExit:
+        return []
+    # A line still being written is not a pid yet.
+    return [int(line) for line in text.split("\n")[:-1] if line.strip().isdigit()]
+
+
+async def _start_and_end_cost(executor: ToolExecutor) -> float:
+    """What a `true` takes on `executor`: a start and an end, however loaded the machine is."""
+    await executor.exec_cmd(Command.shell("true"))
+    started = time.monotonic()
+    await executor.exec_cmd(Command.shell("true"))
+    return time.monotonic() - started
+
+
+async def _kill_pids_in(executor: ToolExecutor, path: str) -> None:
+    """Kill the processes whose pids `path` holds (a test's background children), if any."""
+    script = f"kill -9 $(cat {path}) 2>/dev/null; rm -f {path}; true"
+    with contextlib.suppress(CommandError):
+        await executor.exec_cmd(Command.shell(script))
+
+
+def _stall(seconds: float) -> None:
+    """Hold the event loop: nothing else runs for `seconds`."""
+    time.sleep(seconds)
+
+
+@pytest.mark.anyio
+class RunContract:
+    """The rules of one command's run, which every backend keeps the same way.
+
+    A command's last words are read however late the event loop gets to
+    them; a background child that holds the pipes costs the drain period at
+    most, and what it writes past it is passed on, kept or marked as cut, never
+    silently dropped; the kill grace is wall time; after a timeout, a cancel
+    and `aclose()` no process of the command's tree runs; a blocked sink holds
+    the command back instead of the executor buffering ahead of it; the output
+    cap marks its cut.
+
+    Needs the fixture `executor_factory` (see `ExecutorFactory`; the tests pass
+    `kill_grace`, `drain_timeout` and `output_limit`), whose executors share
+    one working directory. Which processes of a tree survive is asked through
+    the fixture `tree_witness` (see `TreeWitness`): by default another
+    executor of the factory's, not the one that ran the tree, runs `kill -0`
+    on the pids the tree wrote, which needs the backend's commands to share
+    one PID namespace; a backend whose commands each have their own
+    (bubblewrap's) supplies a witness that looks from outside.
+
+    `known_failures` names the tests a backend is known to fail, each with
+    why: they run as strict xfails there, so that a fix shows (as XPASS, which
+    fails the run until the entry goes). A key is a test's name, or a name
+    and some of its parameters' ids, as in `"test_x[trio]"`.
+    """
+
+    known_failures: ClassVar[Mapping[str, str]] = {}
+
+    @pytest.fixture(autouse=True)
+    def _known_failure(self, request: pytest.FixtureRequest) -> None:
+        """Mark this test a strict xfail where `known_failures` names it."""
+        node = request.node
+        ids = set(node.callspec.id.split("-")) if hasattr(node, "callspec") else set()
+        for key, reason in self.known_failures.items():
+            name, _, params = key.partition("[")
+            wanted = set(params.rstrip("]").split("-")) if params else set()
+            if name == getattr(node, "originalname", node.name) and wanted <= ids:
+                request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+                return
+
+    @pytest.fixture
+    async def tree_witness(self, executor_factory: ExecutorFactory) -> AsyncIterator[TreeWitness]:
+        """An executor of the backend of its own runs `kill -0` on the pids (see `TreeWitness`).
+
+        Made before the test, so that its start (a container's, an actor's)
+        is no part of what the test times.
+        """
+        async with executor_factory() as witness:
+
+            async def survivors(pids: list[int], mark: str) -> list[str]:
+                argv = ["sh", "-c", _STILL_RUNNING, "sh", *map(str, pids)]
+                output = await witness.exec_cmd(Command.exec(argv))
+                return output.stdout.decode().split()
+
+            yield survivors
+
+    # --- the last words ------------------------------------------------------
+
+    @pytest.mark.parametrize("size", [0, 500_000], ids=["a line", "half a MB"])
+    async def test_what_a_command_wrote_is_read_however_late_the_loop_gets_to_it(
+        self, executor_factory: ExecutorFactory, size: int
+    ) -> None:
+        """A drain period that ends before a busy loop reads a command's output cuts none of it.
+
+        With many commands at once the loop may see a command's exit before its
+        output, and the drain period may end before its readers' turn (a drain
+        of 0 makes that the rule, a stalled machine the exception): what the
+        command wrote before it exited is all read, its last words too.
+        """
+        script = f"head -c {size} /dev/zero; " if size else ""
+        results: dict[int, tuple[int, bytes, bytes]] = {}
+
+        async def one(executor: ToolExecutor, i: int) -> None:
+            output = await executor.exec_cmd(Command.shell(f"{script}echo {i}; echo e{i} >&2"))
+            results[i] = len(output.stdout), output.stdout[-8:], output.stderr
+
+        async with executor_factory(drain_timeout=0) as executor:
+            # Three rounds, or as many as fit in 3 s where each command is an
+            # engine's round trips: one at least.
+            began = time.monotonic()
+            for round_ in range(3):
+                if round_ and time.monotonic() - began > 3:
+                    break
+                results.clear()
+                async with anyio.create_task_group() as tasks:
+                    for i in range(60):
+                        tasks.start_soon(one, executor, i)
+                assert results == {
+                    i: (
+                        size + len(f"{i}\n"),
+                        (b"\0" * size + f"{i}\n".encode())[-8:],
+                        f"e{i}\n".encode(),
+                    )
+                    for i in range(60)
+                }
+
+    @pytest.mark.parametrize("size", [0, 500_000], ids=["a line", "half a MB"])
+    async def test_last_words_written_while_the_loop_stalls_are_read(
+        self, executor_factory: ExecutorFactory, size: int
+    ) -> None:
+        """Output and exit that both come while the event loop is held are read whole.
+
+        Once the command's first line is in, another task holds the loop for
+        0.8 s, within which the command writes the rest and exits: the
+        executor learns of the exit and of the last words at the same turn,
+        with a drain period of 0.
+        """
+        script = f"echo start; sleep 0.3; head -c {size} /dev/zero; echo last; echo err >&2"
+        async with executor_factory(drain_timeout=0) as executor:
+            for _ in range(2):
+                begun = anyio.Event()
+
+                async def hold(begun: anyio.Event = begun) -> None:
+                    await begun.wait()
+                    _stall(0.8)
+
+                def sink(chunk: Chunk, begun: anyio.Event = begun) -> None:
+                    begun.set()
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(hold)
+                    output = await executor.exec_cmd_streaming(Command.shell(script), sink)
+                assert (len(output.stdout), output.stdout[-5:], output.stderr) == (
+                    len("start\n") + size + len("last\n"),
+                    b"last\n",
+                    b"err\n",
+                )
+
+    # --- the drain period ----------------------------------------------------
+
+    async def test_a_background_child_holding_the_pipe_costs_at_most_the_drain_period(
+        self, executor_factory: ExecutorFactory
+    ) -> None:
+        """`sleep 30 & echo done` returns `done` within `drain_timeout` (1 s) and 0.5 s more.
+
+        (Plus what a `true` takes there: a start and an end are not the drain's.)
+        """
+        drain = 1.0
+        async with executor_factory(drain_timeout=drain, kill_grace=0.2) as executor:
+            spawn = await _start_and_end_cost(executor)
+            started = time.monotonic()
+            output = await executor.exec_cmd(
+                Command.shell("sleep 30 & echo $! > held.pid; echo done")
+            )
+            took = time.monotonic() - started
+            await _kill_pids_in(executor, "held.pid")
+        assert output.stdout == b"done\n"
+        assert took <= drain + 0.5 + spawn, (
+            f"returned {took:.2f} s after the start, drain period {drain} s "
+            f"(a `true` took {spawn:.2f} s)"
+        )
+
+    @pytest.mark.parametrize("writer", ["lines", "yes"])
+    async def test_a_chunk_past_the_drain_period_is_passed_on_not_dropped(
+        self, executor_factory: ExecutorFactory, writer: str
+    ) -> None:
+        """A background child writing on: the call ends, and what was read is kept or marked.
+
+        The child writes for as long as it lives: numbered lines (a shell
+        loop), or a flood that never lets the pipe run dry (`yes`). The call
+        returns within two drain periods (the drain, then one more for what
+        the child writes on) and a second. The sink sees every line from the
+        first, none missing (only the last may be cut short): numbers from 1
+        on, or `y`s; and the output holds what the sink saw, or, past the
+        cap, its head and tail with the cut marked and counted: nothing read
+        is dropped unsaid.
+        """
+        drain, limit = 0.3, 1 << 16
+        child = "(i=0; while :; do i=$((i+1)); echo $i; done)" if writer == "lines" else "yes"
+        script = f"{child} & echo $! > writer.pid; echo started"
+        # A flood brings hundreds of MB in a drain period: the sink keeps the
+        # head and the tail, counts, and keeps whole only the numbered lines;
+        # of the flood it keeps what is not a `y` or a newline.
+        head, tail, whole, residue = bytearray(), bytearray(), bytearray(), bytearray()
+        size = 0
+
+        def sink(chunk: Chunk) -> None:
+            nonlocal size
+            data = chunk.data
+            size += len(data)
+            head.extend(data[: max(limit - len(head), 0)])
+            tail.extend(data)
+            del tail[:-limit]
+            if writer == "lines":
+                whole.extend(data)
+            else:
+                residue.extend(data.translate(None, b"y\n"))
+
+        async with executor_factory(
+            drain_timeout=drain, kill_grace=0.2, output_limit=limit
+        ) as executor:
+            spawn = await _start_and_end_cost(executor)
+            started = time.monotonic()
+            output = await executor.exec_cmd_streaming(Command.shell(script), sink)
+            took = time.monotonic() - started
+            await _kill_pids_in(executor, "writer.pid")
+        assert took <= 2 * drain + 1.0 + spawn, (
+            f"returned {took:.2f} s after the start (a `true` took {spawn:.2f} s)"
+        )
+        assert output.stderr == b""
+        if writer == "lines":
+            lines = bytes(whole).split(b"\n")[:-1]
+            assert lines.count(b"started") == 1, bytes(whole[:200])
+            numbers = [int(line) for line in lines if line != b"started"]
+            assert numbers == list(range(1, len(numbers) + 1)), "numbered lines went missing"
+        else:
+            assert residue == b"started", f"the flood came with {bytes(residue[:200])!r}"
+        if not output.truncated:
+            assert (output.stdout, len(output.stdout)) == (bytes(head), size)
+            return
+        elided = output.elided
+        assert elided is not None
+        assert len(output.stdout) + elided.bytes == size
+        assert output.stdout == head[: limit - limit // 2] + tail[-(limit // 2) :]
+        assert elided.marker() in output.text()
+
+    # --- the kill ------------------------------------------------------------
+
+    # The rule and its test are the lifecycle contract's: a class that runs
+    # both runs it once.
+    test_kill_grace_is_wall_time = LifecycleContract.test_kill_grace_is_wall_time
+
+    @pytest.mark.parametrize("how", ["timeout", "cancel", "aclose"])
+    async def test_the_tree_is_gone(
+        self, executor_factory: ExecutorFactory, tree_witness: TreeWitness, how: str
+    ) -> None:
+        """No process of the command's tree runs once a timeout or a cancel returns, or `aclose()`.
+
+        The tree: the command's shell, a background `sleep`, one that ignores
+        SIGTERM and one that left for a session of its own (`setsid`).
+        """
+        mark = f"{_TREE_MARK}={os.urandom(8).hex()}"
+        name, _, value = mark.partition("=")
+        executor = executor_factory(kill_grace=0.2)
+        pids: list[int] = []
+        try:
+            async with executor:
+
+                async def started() -> None:
+                    while len(written := await _pids(executor, "tree.pids")) < 4:
+                        await anyio.sleep(0.05)
+                    # The witness must see the tree that runs, or its "gone" proves nothing.
+                    assert await tree_witness(written, mark), f"the witness sees none of {written}"
+
+                if how == "timeout":
+                    cmd = Command.shell(_tree(stays=True)).with_env({name: value})
+                    with anyio.fail_after(30), pytest.raises(TimedOut):
+                        await executor.exec_cmd(cmd.with_timeout(2))
+                elif how == "cancel":
+                    cmd = Command.shell(_tree(stays=True)).with_env({name: value})
+
+                    async def run() -> None:
+                        await executor.exec_cmd(cmd)
+
+                    await _cut_off(run, started, again=None)
+                else:
+                    cmd = Command.shell(_tree(stays=False)).with_env({name: value})
+                    assert (await executor.exec_cmd(cmd)).stdout == b"started\n"
+                pids = await _pids(executor, "tree.pids")
+                assert len(pids) == 4, f"the tree wrote {pids} before the {how}"
+                if how != "aclose":
+                    await _assert_gone(tree_witness, pids, mark, f"after the {how}")
+            if how == "aclose":
+                await _assert_gone(tree_witness, pids, mark, "after aclose()")
+        except BaseException:
+            # A survivor is not left to the next test: what carries the mark is killed.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                async with executor_factory() as cleaner:
+                    await cleaner.exec_cmd(Command.exec(["sh", "-c", _KILL_MARKED, "sh", mark]))
+            raise
+
+    # --- the sink ------------------------------------------------------------
+
+    async def test_a_blocked_sink_holds_the_command_back(
+        self, executor_factory: ExecutorFactory
+    ) -> None:
+        """A sink that takes nothing stops a 50 MiB writer after a few MiB; released, it has all.
+
+        The writer counts the blocks it wrote in a file, which a second
+        executor reads until the count stops growing: the command is blocked
+        on its output. Past that, the bytes are held by the executor between
+        the pipe and the sink, and they must be bounded (here, under 24 MiB).
+        """
+        block, blocks = 256 << 10, 200
+        script = (
+            f"echo 0 > progress; i=0; while [ $i -lt {blocks} ]; do "
+            f"head -c {block} /dev/zero; i=$((i+1)); echo $i > progress; done"
+        )
+        release = anyio.Event()
+        received = 0
+
+        async def sink(chunk: Chunk) -> None:
+            nonlocal received
+            await release.wait()
+            received += len(chunk.data)
+
+        async def progress(witness: ToolExecutor) -> int | None:
+            try:
+                text = (await witness.exec_cmd(Command.read_file("progress"))).stdout
+            except NonZeroExit:
+                return None
+            # Rewritten as it is read: an empty file is no count yet.
+            return int(text) if text.strip().isdigit() else None
+
+        outputs: list[CommandOutput] = []
+        with anyio.fail_after(60):
+            async with (
+                executor_factory(kill_grace=0.2) as executor,
+                executor_factory() as witness,
+                anyio.create_task_group() as tasks,
+            ):
+
+                async def run() -> None:
+                    outputs.append(await executor.exec_cmd_streaming(Command.shell(script), sink))
+
+                tasks.start_soon(run)
+                try:
+                    while (count := await progress(witness)) is None:
+                        await anyio.sleep(0.05)
+                    before, now = -1, count
+                    while now != before:
+                        await anyio.sleep(0.5)
+                        count = await progress(witness)
+                        before, now = now, now if count is None else count
+                finally:
+                    release.set()
+        assert now * block < 24 << 20, (
+            f"{now} blocks of {block} bytes written ahead of a sink that took none"
+        )
+        assert received == blocks * block
+        assert outputs[0].exit_code == 0
+
+    # --- the cap -------------------------------------------------------------
+
+    # The rule for `exec_cmd` is the output contract's: a class that runs both
+    # runs it once.
+    test_cut_output_is_marked_with_what_is_missing = (
+        OutputContract.test_cut_output_is_marked_with_what_is_missing
+    )
+
+    async def test_output_limit_keeps_head_and_tail(
+        self, executor_factory: ExecutorFactory
+    ) -> None:
+        """With a cap and a sink: the sink sees every byte, the output its head and tail, marked."""
+        expected = "".join(f"{i}\n" for i in range(1, 100001)).encode()
+        seen = bytearray()
+        async with executor_factory(output_limit=1000) as executor:
+            output = await executor.exec_cmd_streaming(
+                Command.shell("seq 1 100000"), lambda chunk: seen.extend(chunk.data)
+            )
+        assert bytes(seen) == expected
+        assert output.truncated
+        assert output.stdout == expected[:500] + expected[-500:]
+        elided = output.elided
+        assert elided is not None
+        missing_lines = expected.count(b"\n") - output.stdout.count(b"\n")
+        assert (elided.bytes, elided.lines) == (len(expected) - 1000, missing_lines)
+        assert elided.marker() in output.text()
+
+    async def test_output_under_the_limit_is_whole(self, executor_factory: ExecutorFactory) -> None:
+        """Output under the cap is kept whole, not marked truncated, with no marker."""
+        async with executor_factory(output_limit=1000) as executor:
+            output = await executor.exec_cmd(Command.shell("seq 1 10"))
+        assert not output.truncated
+        assert output.elided is None
+        assert output.stdout == b"1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n"
+        assert "elided" not in output.text()
+
+
+async def _assert_gone(witness: TreeWitness, pids: list[int], mark: str, when: str) -> None:
+    """Fail naming the processes of the tree that `witness` finds running, and for how long."""
+    survivors = await witness(pids, mark)
+    if not survivors:
+        return
+    started = time.monotonic()
+    later = "still running 3 s later"
+    while time.monotonic() - started < 3:
+        await anyio.sleep(0.2)
+        if not await witness(pids, mark):
+            later = f"gone {time.monotonic() - started:.1f} s later"
+            break
+    pytest.fail(f"{when}, of the tree {pids}, {survivors} still ran ({later})")

@@ -20,7 +20,8 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
-from executor._docker.api import EngineClient, EngineError
+from executor._core.errors import EngineError
+from executor._docker.api import EngineClient
 from executor._docker.executor import LABEL_MANAGED, LABEL_OWNER, owner_label
 
 PYTHON_IMAGE = os.environ.get("EXECUTOR_DOCKER_IMAGE", "executor-test/python")

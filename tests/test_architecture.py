@@ -71,7 +71,7 @@ def _folder_edges() -> dict[str, dict[str, list[str]]]:
             continue
         edges.setdefault(here, {})
         for target, imported, line in _imports(path):
-            # `from executor._local import linux` names a module of that folder.
+            # `from executor._sandbox import linux` names a module of that folder.
             there = _folder(target) or next(
                 (name for name in imported if (PACKAGE / name).is_dir()), None
             )
@@ -149,7 +149,7 @@ def test_no_folder_imports_another_folders_underscore_names() -> None:
             if _folder(target) in (None, here) or (here is None and module != "executor.testing"):
                 continue
             private = [name for name in imported if name.startswith("_")]
-            # A folder's modules are public in the package: `from executor._local import linux`.
+            # A folder's modules are public in the package: `from executor._sandbox import linux`.
             if private or any(part.startswith("_") for part in target.split(".")[2:]):
                 reached.append(f"{module}:{line} takes {private or target} from {target}")
     assert reached == []

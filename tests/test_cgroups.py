@@ -19,6 +19,7 @@ from conftest import alive
 
 from executor import Command, CommandError, ExecutorError, LocalExecutor, NonZeroExit, Sandbox
 from executor._local import cgroup
+from executor._sandbox import cgroup_probe
 
 pytestmark = pytest.mark.anyio
 
@@ -215,7 +216,7 @@ def test_the_probe_finds_cgroup_kill_where_no_child_cgroup_exists_yet() -> None:
     folder = os.path.join(support.v2, f"executor-test-{os.getpid()}")
     os.mkdir(folder)
     try:
-        assert cgroup._children_have_kill(folder)
+        assert cgroup_probe._children_have_kill(folder)
         assert [entry.name for entry in os.scandir(folder) if entry.is_dir()] == []
     finally:
         os.rmdir(folder)

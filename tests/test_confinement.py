@@ -35,6 +35,7 @@ from executor import (
     InvalidArgument,
     LocalExecutor,
     NonZeroExit,
+    PathRefused,
     PolicyDenied,
     ToolExecutor,
 )
@@ -355,7 +356,7 @@ async def test_directory_swapped_for_symlink_mid_call(hostile: Tree, resolver: s
                 for kind, command in attempts:
                     try:
                         output = await executor.exec_cmd(command)
-                    except _confine.PathRefused as refused:
+                    except PathRefused as refused:
                         outcomes["refused" if refused.outside else "refused otherwise"] += 1
                         continue
                     except NonZeroExit:
@@ -778,7 +779,7 @@ def test_relative_to_workdir_keeps_the_rest(path: str, expected: str) -> None:
 @pytest.mark.parametrize("path", ["/wx/y", "/", "/real", "/w/../w/x", "/w/x/../../y"])
 def test_relative_to_workdir_refuses(path: str) -> None:
     """A path beside the workdir, above it, or climbing out of it on the text is refused."""
-    with pytest.raises(_confine.PathRefused, match="outside the workdir"):
+    with pytest.raises(PathRefused, match="outside the workdir"):
         _confine.relative_to_workdir(path, ("/w", "/real/w"), path)
 
 

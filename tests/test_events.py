@@ -12,15 +12,13 @@ import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
 from hypothesis import given, settings, strategies as st
 
-from executor._core.errors import CommandError, PolicyDenied
+from executor._core.errors import CommandError, PolicyDenied, ToolCancelled, ToolStreamError
 from executor._tools.events import (
     Envelope,
     EventSequencer,
     MemoryBus,
-    ToolCancelled,
     ToolEvent,
     ToolEventKind,
-    ToolStreamError,
     Topic,
     bridge,
 )

@@ -26,13 +26,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from executor._core.base import LoadedFile
 from executor._core.errors import InvalidArgument
 from executor._files import walk as walk_module
-from executor._files.walk import (
-    _BATCH_FILES_FIRST,
-    _FIRST_READ,
-    iter_text_files,
-    normalise_extensions,
-    stream_text_files,
-)
+from executor._files.rules import normalise_extensions
+from executor._files.walk import _BATCH_FILES_FIRST, _FIRST_READ, iter_text_files, stream_text_files
 
 pytestmark = pytest.mark.anyio
 

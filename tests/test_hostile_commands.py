@@ -50,9 +50,10 @@ from executor import (
     WrappedExecutor,
     WriteFile,
 )
+from executor._core.errors import ShellParseError
 from executor._core.output import CommandOutput
 from executor._policies.rules import CommandRules, DangerousCommands, check_script
-from executor._shell.parser import ShellParseError, parse_command
+from executor._shell.parser import parse_command
 
 pytestmark = pytest.mark.anyio
 

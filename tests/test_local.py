@@ -1,4 +1,8 @@
-"""LocalExecutor: the contract, and what only a local process tree can show."""
+"""LocalExecutor: the contract, and what only a local process tree can show.
+
+The rules of one command's run that every backend keeps (last words, the drain
+period, the cap) are `RunContract`'s, run on every backend in test_lifecycle.py.
+"""
 
 from __future__ import annotations
 
@@ -185,15 +189,6 @@ async def test_aclose_leaves_other_executors_alone(tmp_path: Path) -> None:
         assert alive(pid)
 
 
-async def test_drain_is_bounded_under_a_chatty_background_child(ex: LocalExecutor) -> None:
-    """A background child that keeps writing to the pipe does not hold the call."""
-    started = time.monotonic()
-    output = await ex.exec_cmd(Command.shell("yes & echo started"))
-    # Seconds, against a child that writes forever: a loaded machine's start fits.
-    assert time.monotonic() - started < 3
-    assert output.stdout.startswith(b"started\n") or b"started\n" in output.stdout
-
-
 @pytest.mark.parametrize(
     "flood", ["head -c 200M /dev/zero", "yes | head -c 200M", "yes & echo started"]
 )
@@ -308,27 +303,6 @@ async def test_env_clear(tmp_path: Path) -> None:
     assert names == {"ONLY", "ALSO", "EXECUTOR_PROCESS_TREE"}
 
 
-async def test_output_limit_keeps_head_and_tail(tmp_path: Path) -> None:
-    """With a cap, the head and tail are kept, truncated is set, and the sink sees every byte."""
-    expected = "".join(f"{i}\n" for i in range(1, 100001)).encode()
-    seen = bytearray()
-    async with LocalExecutor(tmp_path, output_limit=1000) as ex:
-        output = await ex.exec_cmd_streaming(
-            Command.shell("seq 1 100000"), lambda chunk: seen.extend(chunk.data)
-        )
-    assert bytes(seen) == expected
-    assert output.truncated
-    assert output.stdout == expected[:500] + expected[-500:]
-
-
-async def test_output_under_the_limit_is_whole(tmp_path: Path) -> None:
-    """Output under the cap is kept whole and not marked truncated."""
-    async with LocalExecutor(tmp_path, output_limit=1000) as ex:
-        output = await ex.exec_cmd(Command.shell("seq 1 10"))
-    assert not output.truncated
-    assert output.stdout == b"1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n"
-
-
 async def test_large_output_exact(ex: LocalExecutor) -> None:
     """Several MiB of output arrive exactly, in order."""
     output = await ex.exec_cmd(
@@ -371,42 +345,6 @@ async def test_concurrent_commands(ex: LocalExecutor) -> None:
         for i in range(100):
             tasks.start_soon(one, i)
     assert results == {i: f"{i}\n".encode() for i in range(100)}
-
-
-@pytest.mark.parametrize("size", [0, 500_000], ids=["a line", "half a MB"])
-async def test_what_a_command_wrote_is_read_however_late_the_loop_gets_to_it(
-    tmp_path: Path, size: int
-) -> None:
-    """A drain period that ends before a busy loop reads a command's output cuts none of it.
-
-    With many commands at once the loop may see a command's exit before its
-    output, and the drain period may end before its readers' turn (a drain
-    of 0 makes that the rule, a stalled machine the exception): the readers
-    then take all that the pipes hold. They were stopped while they waited
-    (about a sixth of these `echo`s came back empty), and then, woken, read
-    two chunks only (a fifth of the half MBs came back short under trio).
-    """
-    script = f"head -c {size} /dev/zero; " if size else ""
-    results: dict[int, tuple[int, bytes, bytes]] = {}
-
-    async def one(ex: LocalExecutor, i: int) -> None:
-        output = await ex.exec_cmd(Command.shell(f"{script}echo {i}; echo e{i} >&2"))
-        results[i] = len(output.stdout), output.stdout[-8:], output.stderr
-
-    async with LocalExecutor(tmp_path, drain_timeout=0) as ex:
-        for _ in range(3):
-            results.clear()
-            async with anyio.create_task_group() as tasks:
-                for i in range(60):
-                    tasks.start_soon(one, ex, i)
-            assert results == {
-                i: (
-                    size + len(f"{i}\n"),
-                    (b"\0" * size + f"{i}\n".encode())[-8:],
-                    f"e{i}\n".encode(),
-                )
-                for i in range(60)
-            }
 
 
 async def test_missing_current_dir(ex: LocalExecutor) -> None:

@@ -19,9 +19,9 @@ from executor._policies.policies import (
     AuditEvent,
     AuditRecord,
     Secrets,
-    Verdict,
     describe,
 )
+from executor._policies.verdict import Verdict
 from executor.testing import ExecutorContract, FakeExecutor, ReadOnlyContract
 
 pytestmark = pytest.mark.anyio

@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from executor import Command, LocalExecutor, PolicyDenied, ScopedExecutor, ToolExecutor
+from executor._core.errors import ShellParseError
 from executor._policies.rules import RULES, CommandRules, DangerousCommands, Finding, check_script
-from executor._shell.parser import ShellParseError, parse_argv, parse_command, parse_script
+from executor._shell.parser import parse_argv, parse_command, parse_script
 from executor._shell.programs import WRAPPERS, is_interpreter
 from executor._shell.words import SimpleCommand, Word
 from executor.testing import ExecutorContract

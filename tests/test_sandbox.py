@@ -42,7 +42,8 @@ from executor import (
     UnixSignal,
 )
 from executor._core.wrappers import read_only_commands
-from executor._local.sandbox import find_program, setuid_problem
+from executor._sandbox import programs
+from executor._sandbox.sandbox import find_program, setuid_problem
 from executor.testing import ExecutorContract, ReadOnlyContract, SessionContract
 
 pytestmark = pytest.mark.anyio
@@ -56,6 +57,8 @@ PYTHON = tuple(
 )
 # The process limit as the kernel holds it (dash's `ulimit` calls it -p, bash's -u).
 NPROC = "python3 -c 'import resource; print(resource.getrlimit(resource.RLIMIT_NPROC)[0])'"
+# How a sandbox server's command line starts (its control socket's number follows).
+SERVER = " ".join(programs.command("sandbox_server"))
 
 
 def sandbox_for(backend: str, **options: Any) -> Sandbox:
@@ -454,7 +457,7 @@ async def test_each_init_is_the_servers_child_in_a_pid_namespace_of_its_own(
             assert init is not None
             server = init.parent()
             assert server is not None
-            assert "sandbox_server.py" in " ".join(server.cmdline()), server.cmdline()
+            assert SERVER in " ".join(server.cmdline()), server.cmdline()
             assert server.ppid() == os.getpid(), "init's parent is not the server itself"
             # Read through the command, which shares init's namespace (init
             # is not dumpable: a user may not read its namespaces).
@@ -562,7 +565,7 @@ def sandbox_servers() -> list[int]:
             cmdline = " ".join(child.cmdline())
         except psutil.Error:
             continue  # gone, or a zombie: no server
-        if "_local/sandbox_server.py" in cmdline and alive(child.pid):
+        if SERVER in cmdline and alive(child.pid):
             found.append(child.pid)
     return found
 
@@ -907,7 +910,7 @@ _DENIED_CALLS = {
 
 async def test_the_filter_denies_with_eperm(tmp_path: Path, backend: str) -> None:
     """Each call the filter denies fails with EPERM; clone3 says ENOSYS; TIOCSTI is refused."""
-    from executor._local import seccomp
+    from executor._sandbox import seccomp
 
     if not seccomp.supported():
         pytest.skip("no seccomp filter on this machine")
@@ -1069,7 +1072,7 @@ def test_the_program_is_found_where_shutil_which_finds_it(tmp_path: Path) -> Non
 
 def test_probe_reports_the_filter_and_each_protection() -> None:
     """probe() says whether the filter can be installed, and how each protection holds."""
-    from executor._local import seccomp
+    from executor._sandbox import seccomp
 
     support = Sandbox.probe(refresh=True)
     assert support.seccomp == seccomp.supported()

@@ -38,8 +38,8 @@ from test_sandbox import NPROC, ROOT, gone, processes_with, sandbox_for
 
 from executor import Command, CommandError, CommandOutput, ExecutorError, LocalExecutor, Sandbox
 from executor._core.proc import proc_stat
-from executor._local import seccomp
-from executor._local.sandbox import Backend
+from executor._sandbox import seccomp
+from executor._sandbox.sandbox import Backend
 
 pytestmark = pytest.mark.anyio
 

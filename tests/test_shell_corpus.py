@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from executor._core.errors import ShellParseError
 from executor._policies.rules import check_script
-from executor._shell.parser import ShellParseError, parse_script
+from executor._shell.parser import parse_script
 
 _SHELLS = (b"sh", b"bash", b"dash")
 

@@ -17,8 +17,9 @@ import subprocess
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from executor._core.errors import ShellParseError
 from executor._policies.rules import check_script
-from executor._shell.parser import ShellParseError, parse_script
+from executor._shell.parser import parse_script
 
 # `X` marks where a command runs.
 CASES = {

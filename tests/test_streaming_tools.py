@@ -19,19 +19,18 @@ import pydantic
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from executor._core.errors import InvalidArgument, NonZeroExit, PolicyDenied
+from executor._core.errors import (
+    InvalidArgument,
+    NonZeroExit,
+    PolicyDenied,
+    ToolCancelled,
+    ToolStreamError,
+)
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.stdin import Bytes, Resize, Signal, StdinEvent, Text, UnixSignal
-from executor._policies.policies import Verdict
+from executor._policies.verdict import Verdict
 from executor._tools.context import ContextWindow, StreamingToolResult, truncate as _truncate
-from executor._tools.events import (
-    MemoryBus,
-    ToolCancelled,
-    ToolEvent,
-    ToolEventKind,
-    ToolStreamError,
-    bridge,
-)
+from executor._tools.events import MemoryBus, ToolEvent, ToolEventKind, bridge
 from executor._tools.handle import Progress, StreamingToolHandle, TaskHandle, ToolChannel
 from executor._tools.policies import (
     Buffer,

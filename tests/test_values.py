@@ -401,7 +401,7 @@ def test_for_model_keeps_whole_lines_within_the_budget_and_says_how_it_ended() -
 
 
 def test_the_package_reads_its_names_as_python_does() -> None:
-    """The line scan behind `executor.__all__` finds exactly the names its TYPE_CHECKING imports."""
+    """`executor.__all__` and the names' homes are exactly what its TYPE_CHECKING imports say."""
     import ast
 
     tree = ast.parse(Path(executor.__file__).read_text())
@@ -412,4 +412,36 @@ def test_the_package_reads_its_names_as_python_does() -> None:
         for alias in node.names
     }
     assert imports == executor._HOME_OF
-    assert sorted(imports) == executor.__all__
+    assert sorted(imports) == sorted(executor.__all__)
+    assert len(set(executor.__all__)) == len(executor.__all__)
+
+
+def test_public_names_show_as_the_packages() -> None:
+    """A public class's repr, a traceback and pickle name it `executor.X`, not its private home."""
+    import pickle
+    import subprocess
+    import sys
+
+    error = executor.NonZeroExit("failed", CommandOutput(chunks=(Stdout(b"x"),), exit_code=3))
+    assert type(error).__module__ == "executor"
+    assert executor.LocalExecutor.__module__ == "executor"
+    assert executor.Command.shell.__qualname__ == "Command.shell"
+    assert "executor._" not in repr(executor.Command)
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is executor.NonZeroExit
+    assert pickle.loads(pickle.dumps(executor.Command.shell("true"))) == executor.Command.shell(
+        "true"
+    )
+    # In a fresh interpreter: the class of an error raised inside, once a public name is used.
+    code = (
+        "import executor, anyio\n"
+        "async def main():\n"
+        "    async with executor.LocalExecutor('.') as ex:\n"
+        "        await ex.exec_cmd(executor.Command.shell('exit 3'))\n"
+        "anyio.run(main)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("executor.NonZeroExit: "), last

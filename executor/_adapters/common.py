@@ -11,8 +11,6 @@ from executor._agents.events import ToolCallEvents
 from executor._core.base import ToolExecutor
 from executor._tools.tools import AgentContext, DefaultContext, Tool, ToolOutput, ToolOutputKind
 
-__all__ = ["RETRY_KINDS", "ToolRunner", "import_framework"]
-
 RETRY_KINDS: frozenset[ToolOutputKind] = frozenset({ToolOutputKind.INVALID_ARGUMENTS})
 """The failures that are the model's to fix and call again (its framework's retry), by default."""
 

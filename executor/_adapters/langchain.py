@@ -31,8 +31,6 @@ import_framework("langchain_core", "langchain", "langchain-core")
 from langchain_core.runnables import RunnableConfig  # noqa: E402
 from langchain_core.tools import StructuredTool, ToolException  # noqa: E402
 
-__all__ = ["InvalidToolArguments", "ToolCallFailed", "langchain_tool", "langchain_tools"]
-
 _tool_call_id: ContextVar[str | None] = ContextVar("executor_langchain_tool_call", default=None)
 
 

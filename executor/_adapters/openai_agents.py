@@ -35,8 +35,6 @@ from agents import FunctionTool, RunContextWrapper, Tool as AgentsTool  # noqa: 
 from agents.tool import default_tool_error_function  # noqa: E402
 from agents.tool_context import ToolContext  # noqa: E402
 
-__all__ = ["ToolArgumentsRejected", "openai_agents_tool", "openai_agents_tools"]
-
 FailureFunction = Callable[[RunContextWrapper[Any], Exception], str | Awaitable[str]]
 """The SDK's `failure_error_function`: the text the model gets for a failed call."""
 

@@ -30,8 +30,6 @@ from pydantic_ai.tools import ToolDefinition  # noqa: E402
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool  # noqa: E402
 from pydantic_core import SchemaValidator, core_schema  # noqa: E402
 
-__all__ = ["PydanticAIToolset"]
-
 # The tools check their own arguments (with the messages a model can act on), so
 # pydantic-ai passes them through as decoded JSON.
 _ANY_ARGUMENTS = SchemaValidator(core_schema.dict_schema(core_schema.str_schema()))

@@ -45,17 +45,6 @@ from executor._policies.observed import CommandChunk, CommandEvent, Observed
 from executor._tools.events import Bus, Envelope, EventSequencer, ToolEvent, ToolEventKind, Topic
 from executor._tools.tools import AgentContext, DefaultContext, Tool, ToolOutput, ToolOutputKind
 
-__all__ = [
-    "AgentStreamEvent",
-    "Cancelled",
-    "PendingToolCall",
-    "ToolCallComplete",
-    "ToolCallDelta",
-    "ToolCallEvents",
-    "ToolCallStart",
-    "ToolExecuted",
-]
-
 # How long the end of a cancelled call may still spend reaching subscribers and the
 # bus: enough for in-process consumers, short enough that cancellation stays prompt.
 _CANCEL_GRACE = 5.0

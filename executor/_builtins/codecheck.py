@@ -24,8 +24,6 @@ from __future__ import annotations
 import ast
 import re
 
-__all__ = ["javascript_findings", "python_findings", "r_findings"]
-
 _MODULES = frozenset({"subprocess", "ctypes", "_ctypes", "_posixsubprocess", "pty"})
 _OS_MODULES = frozenset({"os", "posix", "nt"})
 _OS_CALLS = re.compile(r"^(system|popen|fork|forkpty|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?)$")

@@ -9,8 +9,6 @@ from executor._core.base import ToolExecutor
 from executor._core.errors import InvalidArgument
 from executor._tools.tools import AgentContext
 
-__all__ = ["StreamDecoder", "check_timeout_secs", "executor_of"]
-
 
 def executor_of(context: AgentContext | ToolExecutor) -> ToolExecutor:
     """The executor a built-in tool runs its processes through.

@@ -72,15 +72,6 @@ from executor._tools.policies import Window
 from executor._tools.tool import StreamingTool
 from executor._tools.tools import AgentContext
 
-__all__ = [
-    "CodeChunk",
-    "CodeInterpreterInput",
-    "CodeInterpreterTool",
-    "CodeResult",
-    "CodeStream",
-    "Language",
-]
-
 Language: TypeAlias = Literal["python", "javascript", "bash", "r"]
 """The languages the interpreter takes."""
 

@@ -45,8 +45,6 @@ from executor._core.output import CommandOutput, Stderr
 from executor._core.session import ProcessSession
 from executor._core.stdin import Signal, Text, UnixSignal
 
-__all__ = ["CellOutcome", "Emit", "JupyterKernel", "Kernel", "StdioKernel", "driver_source"]
-
 # How long an interrupted cell has to stop before its kernel is killed.
 INTERRUPT_GRACE: Final = 3.0
 # How long an interpreter has to come up and say it is ready.

@@ -42,24 +42,6 @@ from typing import Any, ClassVar, Protocol
 
 import attrs
 
-__all__ = [
-    "CONTINUATION_LINES",
-    "JSON_LEVEL_VALUES",
-    "AccessLogFormat",
-    "LineFormat",
-    "LogFormat",
-    "LogLevel",
-    "Parsed",
-    "access_log_level",
-    "detect_format",
-    "is_continuation",
-    "json_level_finder",
-    "json_level_keys",
-    "json_may_reach",
-    "level_of",
-    "line_format",
-]
-
 
 class LogFormat(enum.Enum):
     """The format of a log's lines; see the module docstring for what each holds.

@@ -95,15 +95,6 @@ from executor._tools.replay import current_tool_run
 from executor._tools.tool import StreamingTool
 from executor._tools.tools import AgentContext
 
-__all__ = [
-    "LogEntry",
-    "LogFilter",
-    "LogResult",
-    "LogTailerInput",
-    "LogTailerTool",
-    "StartAt",
-]
-
 # Bytes read from a file at a time: large enough that a read costs little per
 # line, small enough that the event loop gets its turn between blocks.
 _BLOCK = 256 * 1024

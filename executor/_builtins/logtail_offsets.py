@@ -27,8 +27,6 @@ from pathlib import Path
 
 import attrs
 
-__all__ = ["FilePosition", "PositionFile", "positions_path"]
-
 _MAGIC = b"executor log positions 1\n"
 _HEADER = 4096
 _COPY = 512

@@ -39,8 +39,6 @@ from executor._core.output import Stdout
 from executor._core.session import ProcessSession
 from executor._core.stdin import Text
 
-__all__ = ["FileInfo", "FileSource", "LocalFiles", "ShellFiles"]
-
 
 @attrs.frozen
 class FileInfo:

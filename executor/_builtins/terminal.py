@@ -39,8 +39,6 @@ from executor._tools.policies import Window
 from executor._tools.tool import StreamingTool
 from executor._tools.tools import AgentContext
 
-__all__ = ["TerminalChunk", "TerminalHandle", "TerminalInput", "TerminalResult", "TerminalTool"]
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TerminalInput:

@@ -15,14 +15,6 @@ import attrs
 
 from executor._core.base import ToolExecutor
 
-__all__ = [
-    "SshTarget",
-    "add_backend_flags",
-    "check_backend_flags",
-    "make_executor",
-    "ssh_target",
-]
-
 _SANDBOX_BACKENDS = ("auto", "bubblewrap", "landlock")
 _HOSTNAME = re.compile(r"[^\s/@\[\]]+")
 
@@ -175,7 +167,7 @@ def make_executor(
 
     sandbox = getattr(args, "sandbox", None)
     if sandbox is not None:
-        from executor._local.sandbox import Sandbox
+        from executor._sandbox.sandbox import Sandbox
 
         options["sandbox"] = Sandbox(backend=sandbox)
     return LocalExecutor(**options)

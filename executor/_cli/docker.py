@@ -12,8 +12,6 @@ import anyio
 from executor._core.errors import ExecutorError
 from executor._core.output import Chunk, Stdout
 
-__all__ = ["add_docker_parser", "run_docker_command"]
-
 
 def add_docker_parser(commands: Any) -> None:
     """Add the `docker` subcommand (with `gc`) to the command line's subparsers."""
@@ -91,7 +89,8 @@ def add_docker_parser(commands: Any) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from executor._docker.build import BuildError, DockerBuild, build_image
+    from executor._core.errors import BuildError
+    from executor._docker.build import DockerBuild, build_image
 
     build_args = {}
     for pair in args.build_arg:

@@ -13,10 +13,8 @@ import anyio
 from executor._core.errors import InvalidArgument, JournalError
 
 if TYPE_CHECKING:
-    from executor._journal import JournalEntry, SqliteJournal
-
-__all__ = ["add_journal_parser", "run_journal_command"]
-
+    from executor._journal.protocol import JournalEntry
+    from executor._journal.sqlite import SqliteJournal
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -154,7 +152,7 @@ def _details(entry: JournalEntry) -> dict[str, Any]:
 def run_journal_command(args: argparse.Namespace) -> int:
     """Run `journal list|show|prune` and return the exit code (2 for a missing journal or key)."""
     # Imported here: `run` and `files` need none of the journal (sqlite3 and more).
-    from executor._journal import SqliteJournal
+    from executor._journal.sqlite import SqliteJournal
 
     journal = SqliteJournal(args.path, create=False, max_age=None)
     try:
@@ -167,7 +165,8 @@ def run_journal_command(args: argparse.Namespace) -> int:
 
 
 async def _journal_command(journal: SqliteJournal, args: argparse.Namespace) -> int:
-    from executor._journal import DEFAULT_MAX_AGE, IdempotencyKey
+    from executor._journal.keys import IdempotencyKey
+    from executor._journal.sqlite import DEFAULT_MAX_AGE
 
     if args.journal_command == "list":
         entries = await journal.entries(state=args.state, limit=args.limit)

@@ -34,8 +34,6 @@ from executor._core.errors import CommandError, InvalidArgument
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
-__all__ = ["main"]
-
 _INTERRUPTED = 128 + signal.SIGINT
 # The executors' own default kill grace.
 _KILL_GRACE = 1.0

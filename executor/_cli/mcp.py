@@ -20,8 +20,6 @@ from executor._cli.backends import SshTarget, add_backend_flags, check_backend_f
 from executor._core.errors import CommandError
 from executor._mcp.config import APPROVAL_MODES, BACKENDS, McpConfig, load_mcp_config
 
-__all__ = ["TOKEN_VARIABLE", "add_mcp_parser", "run_mcp_command"]
-
 TOKEN_VARIABLE = "EXECUTOR_MCP_TOKEN"
 """The environment variable the HTTP server's bearer token can come from."""
 
@@ -297,8 +295,9 @@ async def _stop_on_signal(scope: anyio.CancelScope) -> None:
 
 async def _serve(config: McpConfig) -> int:
     # Imported here: the other subcommands need neither the toolset nor the server.
+    from executor._mcp.calls import elicitation_approver
     from executor._mcp.config import AuditLog, build_executor
-    from executor._mcp.server import McpServer, elicitation_approver
+    from executor._mcp.server import McpServer
     from executor._toolset.toolset import Toolset
 
     token: str | None = None

@@ -46,16 +46,6 @@ from executor._core.output import Chunk, CommandOutput, Stdout
 from executor._core.session import ProcessSession
 from executor._core.stdin import Bytes, Resize, Signal, UnixSignal
 
-__all__ = [
-    "BROKEN_PIPE",
-    "EXECUTOR_FAILED",
-    "TIMED_OUT",
-    "OutputClosed",
-    "run_session",
-    "say",
-    "session_command",
-]
-
 TIMED_OUT = 124
 EXECUTOR_FAILED = 125
 BROKEN_PIPE = 128 + signal.SIGPIPE

@@ -8,8 +8,6 @@ import termios
 import tty
 from collections.abc import Iterator
 
-__all__ = ["is_terminal", "raw_mode", "window_size"]
-
 
 def is_terminal(fd: int) -> bool:
     """Whether `fd` is open on a terminal."""

@@ -44,25 +44,6 @@ if TYPE_CHECKING:
     from executor._core.shell import PersistentShell
     from executor._core.wrappers import ReadOnly, ScopedExecutor
 
-__all__ = [
-    "DEFAULT_OUTPUT_LIMIT",
-    "DEFAULT_STREAM_OUTPUT_LIMIT",
-    "CommandRunner",
-    "FileBuffer",
-    "LoadedFile",
-    "Sink",
-    "ToolExecutor",
-    "Watcher",
-    "call_sink",
-    "caller_streams",
-    "failure_message",
-    "file_failure",
-    "names",
-    "non_negative",
-    "report",
-    "report_failure",
-]
-
 P = ParamSpec("P")
 W = TypeVar("W", bound="ToolExecutor")
 

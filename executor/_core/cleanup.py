@@ -15,8 +15,6 @@ from typing import TypeVar
 import anyio
 import sniffio
 
-__all__ = ["run_to_completion"]
-
 T = TypeVar("T")
 
 

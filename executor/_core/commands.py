@@ -19,20 +19,6 @@ import attrs
 
 from executor._core.errors import ExecutorError, InvalidArgument
 
-__all__ = [
-    "NO_LOGIN_SHELL",
-    "Command",
-    "Exec",
-    "ReadFile",
-    "ShebangScript",
-    "Shell",
-    "StrPath",
-    "Timeout",
-    "WriteFile",
-    "process_argv",
-    "session_argv",
-]
-
 StrPath: TypeAlias = str | os.PathLike[str]
 Timeout: TypeAlias = float | int | datetime.timedelta | None
 

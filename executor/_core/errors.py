@@ -27,23 +27,6 @@ from typing import Protocol
 
 from executor._core.output import CommandOutput
 
-__all__ = [
-    "CommandError",
-    "EngineError",
-    "ExecutorError",
-    "InvalidArgument",
-    "JournalError",
-    "NonZeroExit",
-    "PathRefused",
-    "PolicyDenied",
-    "RunInterrupted",
-    "RunRecord",
-    "ShellParseError",
-    "TimedOut",
-    "ToolCancelled",
-    "ToolStreamError",
-]
-
 # How much of a failed command's output its message repeats: enough for a model
 # to see what went wrong, never so much that one error floods its context.
 _MESSAGE_TAIL = 4000
@@ -74,6 +57,16 @@ class NonZeroExit(CommandError):
     `output.exit_code` is the exit code (128 + N when killed by signal N, as a
     shell reports it, with `output.signal` set to N), or `None` for a file
     command, whose OS error message is the output's stderr.
+    """
+
+
+class ShellExited(NonZeroExit):
+    """The command ended the shell itself (`exit 3`, `kill $$`, `exec true`), or the shell died.
+
+    Raised even when the shell's exit code is 0. `output` is what the command
+    printed, with the shell's exit code (128 + N and `signal` N when a
+    signal killed it). The next `run` starts a fresh shell, whose output says
+    `state_lost`.
     """
 
 
@@ -145,6 +138,19 @@ class EngineError(ExecutorError):
     def __init__(self, message: str, status: int = 0) -> None:
         super().__init__(message)
         self.status = status
+
+
+class BuildError(ExecutorError):
+    """A build failed: `step` is the failing step (`Step 2/3 : RUN make`), `step_output` its output.
+
+    `log` holds the end of the whole build log.
+    """
+
+    def __init__(self, message: str, *, step: str | None, step_output: str, log: str) -> None:
+        super().__init__(message)
+        self.step = step
+        self.step_output = step_output
+        self.log = log
 
 
 class RunRecord(Protocol):

@@ -25,8 +25,6 @@ from executor._core.stdin import Bytes, Signal, UnixSignal
 if TYPE_CHECKING:
     from executor._core.session import ProcessSession
 
-__all__ = ["Job", "JobState", "JobStatus"]
-
 
 class JobState(enum.Enum):
     """Where a job is in its life."""

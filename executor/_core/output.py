@@ -9,16 +9,6 @@ from typing import BinaryIO, TypeAlias
 
 import attrs
 
-__all__ = [
-    "Chunk",
-    "CommandOutput",
-    "Elision",
-    "OutputBuffer",
-    "Stderr",
-    "Stdout",
-    "count_newlines",
-]
-
 
 @attrs.frozen
 class Stdout:

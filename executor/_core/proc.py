@@ -10,8 +10,6 @@ from __future__ import annotations
 import time
 from typing import Final, NamedTuple
 
-__all__ = ["TREE_VARIABLE", "ProcStat", "boot_clock", "proc_stat"]
-
 TREE_VARIABLE: Final = "EXECUTOR_PROCESS_TREE"
 """Every process a command starts inherits this variable.
 

@@ -14,8 +14,6 @@ import signal
 
 from executor._core.output import CommandOutput
 
-__all__ = ["DEFAULT_BUDGET", "for_model", "signal_name", "status_line"]
-
 DEFAULT_BUDGET = 16_000
 """Characters of output a model is given by default: enough to act on, too few to flood it."""
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import abc
 from typing import Generic, Self, TypeVar
 
-__all__ = ["AsyncChunks", "AsyncResource"]
-
 T = TypeVar("T")
 
 

@@ -35,8 +35,6 @@ from executor._core.output import Chunk, CommandOutput
 from executor._core.resource import AsyncChunks
 from executor._core.stdin import Bytes, Resize, Signal, StdinEvent, Text, UnixSignal
 
-__all__ = ["CHUNK_BUFFER", "ProcessSession", "SessionChunk", "WrappedSession"]
-
 CHUNK_BUFFER: Final = 16
 """Chunks a session holds for its reader; past that the process's output waits."""
 

@@ -66,7 +66,7 @@ from executor._core.base import (
 )
 from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command, Exec, Shell, StrPath, Timeout, _timeout
-from executor._core.errors import CommandError, ExecutorError, NonZeroExit, TimedOut
+from executor._core.errors import CommandError, ExecutorError, NonZeroExit, ShellExited, TimedOut
 from executor._core.jobs import Job, JobStatus
 from executor._core.output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
 from executor._core.stdin import Bytes, Signal, UnixSignal
@@ -75,8 +75,6 @@ from executor._core.wrappers import read_only_commands, running_read_only
 if TYPE_CHECKING:
     from executor._core.session import ProcessSession
     from executor._core.wrappers import WrappedExecutor
-
-__all__ = ["PersistentShell", "ShellExited", "ShellOutput"]
 
 Flavour: TypeAlias = Literal["bash", "sh"]
 
@@ -168,16 +166,6 @@ class ShellOutput(CommandOutput):
     """
 
     state_lost: bool = False
-
-
-class ShellExited(NonZeroExit):
-    """The command ended the shell itself (`exit 3`, `kill $$`, `exec true`), or the shell died.
-
-    Raised even when the shell's exit code is 0. `output` is what the command
-    printed, with the shell's exit code (128 + N and `signal` N when a
-    signal killed it). The next `run` starts a fresh shell, whose output says
-    `state_lost`.
-    """
 
 
 def _quote(text: str) -> str:

@@ -10,8 +10,6 @@ import attrs
 
 from executor._core.errors import InvalidArgument
 
-__all__ = ["Bytes", "Resize", "Signal", "StdinEvent", "Text", "UnixSignal"]
-
 
 class UnixSignal(enum.IntEnum):
     """A signal the agent may send a running tool; the values are the OS's numbers."""

@@ -18,15 +18,6 @@ if TYPE_CHECKING:
     from executor._core.session import ProcessSession
     from executor._core.shell import PersistentShell
 
-__all__ = [
-    "CheckedExecutor",
-    "ReadOnly",
-    "ScopedExecutor",
-    "WrappedExecutor",
-    "read_only_commands",
-    "running_read_only",
-]
-
 _read_only: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "executor_read_only", default=False
 )

@@ -31,8 +31,6 @@ import attrs
 from executor._core.cleanup import run_to_completion
 from executor._core.errors import EngineError, ExecutorError
 
-__all__ = ["API_VERSION", "Connection", "EngineClient", "EngineError", "Response"]
-
 API_VERSION: Final = "v1.41"
 """The Engine API version spoken: Docker 20.10 and every later engine answer it."""
 

@@ -12,12 +12,10 @@ import anyio
 import attrs
 
 from executor._core.base import Sink, call_sink
-from executor._core.errors import EngineError, ExecutorError
+from executor._core.errors import BuildError, EngineError, ExecutorError
 from executor._core.output import Stderr, Stdout
 from executor._docker.api import EngineClient
 from executor._docker.dockerignore import ContextArchive, DockerIgnore, pack_context
-
-__all__ = ["LABEL_BUILD_DIGEST", "BuildError", "BuiltImage", "DockerBuild", "build_image"]
 
 LABEL_BUILD_DIGEST = "io.executor.build.digest"
 """The label an image built here carries: the digest of its context, Dockerfile and options."""
@@ -85,19 +83,6 @@ class BuiltImage:
     digest: str
     cached: bool
     """Whether an image built before from the same digest was used, with no build."""
-
-
-class BuildError(ExecutorError):
-    """A build failed: `step` is the failing step (`Step 2/3 : RUN make`), `step_output` its output.
-
-    `log` holds the end of the whole build log.
-    """
-
-    def __init__(self, message: str, *, step: str | None, step_output: str, log: str) -> None:
-        super().__init__(message)
-        self.step = step
-        self.step_output = step_output
-        self.log = log
 
 
 @attrs.define

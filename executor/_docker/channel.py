@@ -20,10 +20,8 @@ from typing import Any, Final
 import anyio
 
 from executor._core.cleanup import run_to_completion
-from executor._core.errors import ExecutorError
-from executor._docker.api import Connection, EngineClient, EngineError
-
-__all__ = ["Channel", "Event", "helper_source"]
+from executor._core.errors import EngineError, ExecutorError
+from executor._docker.api import Connection, EngineClient
 
 START, STDIN, EOF, KILL, SIGNAL, RELEASE = 1, 2, 3, 4, 5, 6
 STARTED, OUT, ERR, EXIT, FAILED, KILLED, READY, CLOSED = 10, 11, 12, 13, 14, 15, 16, 17

@@ -31,8 +31,6 @@ import attrs
 
 from executor._core.errors import ExecutorError
 
-__all__ = ["ContextArchive", "DockerIgnore", "pack_context"]
-
 
 def _clean(pattern: str) -> str:
     cleaned = posixpath.normpath(pattern)

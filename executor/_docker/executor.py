@@ -43,27 +43,17 @@ from executor._core.commands import (
     StrPath,
     WriteFile,
 )
-from executor._core.errors import CommandError, ExecutorError, NonZeroExit, TimedOut
+from executor._core.errors import CommandError, EngineError, ExecutorError, NonZeroExit, TimedOut
 from executor._core.output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
 from executor._core.proc import proc_stat
 from executor._core.session import ProcessSession
 from executor._docker import channel as _channel
-from executor._docker.api import Connection, EngineClient, EngineError, _message
+from executor._docker.api import Connection, EngineClient, _message
 from executor._docker.build import BuiltImage, DockerBuild, build_image
 from executor._docker.channel import Channel
 from executor._docker.dockerignore import DockerIgnore, pack_context
-from executor._files.walk import normalise_extensions, stream_text_files
-
-__all__ = [
-    "LABEL_KEEP",
-    "LABEL_MANAGED",
-    "LABEL_OWNER",
-    "ContainerState",
-    "DockerExecutor",
-    "DockerSession",
-    "collect_garbage",
-    "owner_label",
-]
+from executor._files.rules import normalise_extensions
+from executor._files.walk import stream_text_files
 
 LABEL_MANAGED: Final = "io.executor.managed"
 """Label on every container a `DockerExecutor` creates."""

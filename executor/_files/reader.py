@@ -47,18 +47,6 @@ import warnings
 from collections import deque
 from typing import Final
 
-__all__ = [
-    "FIRST_READ",
-    "READ_FLAGS",
-    "SKIPPED",
-    "Answer",
-    "ForkedReader",
-    "ReaderGone",
-    "is_regular",
-    "read_on",
-    "spare_core",
-]
-
 # O_NOFOLLOW: an entry swapped for a symlink after listing is refused, not
 # followed. O_NONBLOCK: a FIFO swapped in after listing opens at once instead
 # of waiting forever for a writer (and is then refused by `pread`).

@@ -43,25 +43,6 @@ from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 from executor._core.errors import InvalidArgument
 
-__all__ = [
-    "GIT_EXCLUDE",
-    "RULE_NAMES",
-    "Chain",
-    "Compiled",
-    "IgnoreFileName",
-    "IgnoreFiles",
-    "Rules",
-    "as_text",
-    "compile_ignore_text",
-    "normalise_extensions",
-    "rules_above",
-    "skipped",
-    "wanted",
-    "warn_ignore_file",
-    "warn_unlistable",
-    "warn_unreadable",
-]
-
 _logger = logging.getLogger("executor")
 
 # The group name pathspec gives the "/" that ends a folder's part of a match:

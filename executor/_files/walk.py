@@ -78,7 +78,6 @@ from executor._files.rules import (
     Rules,
     as_text,
     compile_ignore_text,
-    normalise_extensions,
     rules_above,
     skipped,
     wanted,
@@ -86,8 +85,6 @@ from executor._files.rules import (
     warn_unlistable,
     warn_unreadable,
 )
-
-__all__ = ["iter_text_files", "normalise_extensions", "stream_text_files"]
 
 # How each file is opened and first read: see `executor._files.reader`, whose
 # forked child reads with the same flags.

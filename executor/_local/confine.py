@@ -49,15 +49,6 @@ from typing import Final
 
 from executor._core.errors import PathRefused
 
-__all__ = [
-    "PathRefused",
-    "check_spelling",
-    "kernel_resolves_beneath",
-    "open_beneath",
-    "open_dir_beneath",
-    "relative_to_workdir",
-]
-
 # openat2's number is 437 on every architecture that shares the generic
 # syscall table (all those listed); elsewhere (alpha, mips, ia64, x32) the
 # walk is used instead of guessing.

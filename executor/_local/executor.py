@@ -19,7 +19,6 @@ import anyio
 import attrs
 
 from executor._core.base import (
-    DEFAULT_OUTPUT_LIMIT,
     CommandRunner,
     LoadedFile,
     Sink,
@@ -39,15 +38,14 @@ from executor._core.output import CommandOutput, Stderr, Stdout
 from executor._core.proc import boot_clock
 from executor._core.session import ProcessSession
 from executor._core.wrappers import running_read_only
-from executor._files.rules import wanted as wanted_name
-from executor._files.walk import normalise_extensions, stream_text_files
+from executor._files.rules import normalise_extensions, wanted as wanted_name
+from executor._files.walk import stream_text_files
 from executor._local.confine import (
     check_spelling,
     open_beneath,
     open_dir_beneath,
     relative_to_workdir,
 )
-from executor._local.landlock import LandlockRules
 from executor._local.process import (
     ProcessRun,
     Spawned,
@@ -58,16 +56,15 @@ from executor._local.process import (
     spawn_served,
     wait_exit,
 )
-from executor._local.sandbox import (
+from executor._local.session import LocalSession
+from executor._sandbox.landlock import LandlockRules
+from executor._sandbox.sandbox import (
     LandlockLauncher,
     Sandbox,
     SandboxServer,
     find_program,
     signal_served,
 )
-from executor._local.session import LocalSession
-
-__all__ = ["DEFAULT_OUTPUT_LIMIT", "LocalExecutor"]
 
 # Errors that say the machine is out of something, not that the command is wrong.
 _RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM})

@@ -56,19 +56,6 @@ from executor._core.output import Chunk, CommandOutput, OutputBuffer, Stderr, St
 from executor._core.proc import TREE_VARIABLE, boot_clock, proc_stat
 from executor._local import cgroup
 
-__all__ = [
-    "ProcessRun",
-    "Served",
-    "Spawned",
-    "StartFailed",
-    "Supervised",
-    "Supervisor",
-    "end_tree",
-    "kill_tree",
-    "spawn",
-    "spawn_served",
-]
-
 # The most a read takes at once: a reader's buffer grows to this size once a
 # read fills it (a flood), so each wakeup carries up to a pipe's worth.
 _READ_SIZE: Final = 1 << 20
@@ -177,7 +164,7 @@ class _Readable:
 
 @attrs.define(eq=False)
 class Served:
-    """A command's init in a sandbox server (see `executor._local.sandbox`): not our child.
+    """A command's init in a sandbox server (see `executor._sandbox.sandbox`): not our child.
 
     It stands where a `subprocess.Popen` stands for a command we started
     ourselves: its pid, and its exit code once known.
@@ -423,7 +410,7 @@ def spawn(
             duplicate of it, and `stderr` a pipe that is at its end at once.
         launcher: Calls the function it is given, which starts the process,
             and returns what it returns: a sandbox starts its processes from
-            a thread of its own (see `executor._local.landlock`).
+            a thread of its own (see `executor._sandbox.landlock`).
 
     Raises:
         OSError: The program could not be started (missing, not executable, or
@@ -465,7 +452,7 @@ def spawn(
 
 
 class CommandServer(Protocol):
-    """What starts a command in a sandbox built once (`executor._local.sandbox.SandboxServer`)."""
+    """What starts a command in a sandbox built once (`executor._sandbox.sandbox.SandboxServer`)."""
 
     ptmx: int | None
 

@@ -21,8 +21,6 @@ from executor._core.output import CommandOutput, OutputBuffer
 from executor._core.session import ProcessSession
 from executor._local.process import ProcessRun, Spawned, end_tree
 
-__all__ = ["LocalSession"]
-
 
 class LocalSession(ProcessSession):
     """A session of a process on this machine: pipes or a pty, and `ProcessRun`'s lifecycle."""

@@ -40,8 +40,6 @@ if TYPE_CHECKING:
     import mcp_types
     from mcp.server.context import ServerRequestContext
 
-__all__ = ["Call", "Rounds", "current_call", "elicitation_approver", "use_call"]
-
 
 @attrs.define(eq=False)
 class Call:

@@ -56,17 +56,6 @@ from executor._core.commands import Command, ReadFile, WriteFile
 if TYPE_CHECKING:
     from executor._policies.policies import Approver, AuditRecord
 
-__all__ = [
-    "APPROVAL_MODES",
-    "BACKENDS",
-    "AuditLog",
-    "McpConfig",
-    "approval_asks",
-    "backend_executor",
-    "build_executor",
-    "load_mcp_config",
-]
-
 Backend = Literal["local", "sandbox", "docker", "ssh"]
 ApprovalMode = Literal["never", "commands", "writes", "all"]
 Transport = Literal["stdio", "http"]
@@ -385,7 +374,7 @@ def backend_executor(config: McpConfig) -> ToolExecutor:
     from executor._local.executor import LocalExecutor
 
     if config.backend == "sandbox":
-        from executor._local.sandbox import Backend as SandboxBackend, Sandbox
+        from executor._sandbox.sandbox import Backend as SandboxBackend, Sandbox
 
         options["sandbox"] = Sandbox(backend=cast(SandboxBackend, config.sandbox))
     return LocalExecutor(**options)

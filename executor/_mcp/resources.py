@@ -47,8 +47,6 @@ if TYPE_CHECKING:
 
     from executor._core.base import ToolExecutor
 
-__all__ = ["PAGE", "Resources", "resource_kind", "resource_templates"]
-
 _Contents: TypeAlias = "mcp_types.TextResourceContents | mcp_types.BlobResourceContents"
 
 PAGE = 1 << 20

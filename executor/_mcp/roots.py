@@ -24,8 +24,6 @@ from executor._core.errors import PolicyDenied
 from executor._core.shell import PersistentShell
 from executor._core.wrappers import CheckedExecutor
 
-__all__ = ["RootScope", "Rooted", "root_paths", "scope_of"]
-
 
 def root_paths(uris: Iterable[str]) -> tuple[str, ...]:
     """The paths of `file://` root URIs (others are no folders of ours, and skipped)."""

@@ -68,7 +68,6 @@ from executor._mcp.calls import (
     Call,
     Rounds,
     current_call,
-    elicitation_approver,
     modern,
     reset_call,
     use_call,
@@ -86,20 +85,13 @@ from executor._policies.observed import (
 )
 from executor._policies.policies import Approval
 from executor._tools.tools import Tool, ToolOutput
-from executor._toolset.toolset import READ_ONLY_TOOLS, Toolset, ToolsetContext
+from executor._toolset.context import ToolsetContext
+from executor._toolset.toolset import READ_ONLY_TOOLS, Toolset
 
 if TYPE_CHECKING:
     import mcp_types
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel.server import Server
-
-__all__ = [
-    "McpServer",
-    "bearer_guard",
-    "elicitation_approver",
-    "mcp_tool",
-    "tool_result",
-]
 
 _R = TypeVar("_R")
 

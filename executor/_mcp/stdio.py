@@ -27,8 +27,6 @@ import anyio
 
 from executor._mcp.envelope import PARSE_ERROR, envelope_problem, invalid_request
 
-__all__ = ["stdio_streams"]
-
 _READ = 1 << 16
 
 

@@ -32,22 +32,13 @@ from executor._core.errors import (
 )
 from executor._core.output import CommandOutput
 from executor._core.wrappers import WrappedExecutor
-from executor._journal import (
-    Claim,
-    IdempotencyKey,
-    Journal,
-    OnInterrupted,
-    Outcome,
-    acquire,
-    settle,
-)
+from executor._journal.codec import Outcome
+from executor._journal.keys import IdempotencyKey
+from executor._journal.protocol import Claim, Journal, OnInterrupted, acquire, settle
 from executor._policies.policies import describe
 
 if TYPE_CHECKING:
     from executor._core.session import ProcessSession
-
-__all__ = ["Idempotent", "KeyedExecutor", "fingerprint"]
-
 
 # --- what a run is ---------------------------------------------------------------------
 

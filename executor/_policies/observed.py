@@ -29,16 +29,6 @@ from executor._core.session import ProcessSession, WrappedSession
 from executor._core.wrappers import WrappedExecutor
 from executor._policies.policies import describe
 
-__all__ = [
-    "CommandCancelled",
-    "CommandChunk",
-    "CommandEvent",
-    "CommandFinished",
-    "CommandStarted",
-    "Observed",
-    "Observer",
-]
-
 SPAN_NAME = "executor.command"
 _PARTIAL_LIMIT = 1 << 20
 

@@ -30,19 +30,6 @@ from executor._policies.verdict import Verdict
 if TYPE_CHECKING:
     from executor._core.shell import PersistentShell
 
-__all__ = [
-    "DEFAULT_SECRET_PATTERNS",
-    "Approval",
-    "ApprovalRequest",
-    "Approver",
-    "Audit",
-    "AuditEvent",
-    "AuditRecord",
-    "Secrets",
-    "Verdict",
-    "describe",
-]
-
 
 def describe(cmd: Command) -> str:
     """A one-line rendering of a command, for people and models (approval, audit, errors)."""

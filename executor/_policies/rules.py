@@ -40,9 +40,9 @@ import attrs
 
 from executor._core.base import ToolExecutor
 from executor._core.commands import Command, Exec, ReadFile, Shell, WriteFile
-from executor._core.errors import PolicyDenied
+from executor._core.errors import PolicyDenied, ShellParseError
 from executor._core.wrappers import CheckedExecutor
-from executor._shell.parser import ShellParseError, parse_command, parse_script
+from executor._shell.parser import parse_command, parse_script
 from executor._shell.words import (
     Redirect,
     SimpleCommand,
@@ -51,16 +51,6 @@ from executor._shell.words import (
     escape_glob,
     glob_pattern,
 )
-
-__all__ = [
-    "RULES",
-    "RUN_VARIABLES",
-    "CommandRules",
-    "DangerousCommands",
-    "Finding",
-    "Rule",
-    "check_script",
-]
 
 Rule: TypeAlias = str | Callable[[SimpleCommand], bool]
 """An allow or deny rule: an argv prefix (`"git status"`, `"rm"`), or a predicate on a command."""

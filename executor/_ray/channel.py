@@ -38,15 +38,6 @@ from typing import Any
 
 from executor._core.output import Chunk, Stderr, Stdout
 
-__all__ = [
-    "HEADER",
-    "TOKEN_SIZE",
-    "ChannelBroken",
-    "ChannelServer",
-    "Connection",
-    "Connections",
-]
-
 HEADER = struct.Struct("!cQ")
 TOKEN_SIZE = 32
 # A connection that does not show the token within this many seconds is dropped.

@@ -36,19 +36,16 @@ from executor._core.commands import Command, Exec, ReadFile, Shell, StrPath, Wri
 from executor._core.errors import ExecutorError
 from executor._core.output import Chunk, CommandOutput
 from executor._core.session import ProcessSession
-from executor._local.sandbox import Sandbox
 from executor._ray.channel import ChannelBroken, Connection, Connections
 from executor._ray.node import (
     IN_FLIGHT,
     INLINE_LIMIT,
     INLINE_VARIABLE,
-    NODE_VARIABLE,
     NodeExecutor,
     decode_failure,
     decode_runs,
 )
-
-__all__ = ["NODE_VARIABLE", "NodeInfo", "RayExecutor", "RayPool", "RaySession"]
+from executor._sandbox.sandbox import Sandbox
 
 _T = TypeVar("_T")
 _INSTALL = "RayExecutor needs Ray: pip install 'executor[ray]'"

@@ -40,19 +40,8 @@ from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.session import ProcessSession
 from executor._core.stdin import Bytes, Resize, Signal, UnixSignal
 from executor._local.executor import LocalExecutor
-from executor._local.sandbox import Sandbox
 from executor._ray.channel import ChannelServer
-
-__all__ = [
-    "INLINE_LIMIT",
-    "INLINE_VARIABLE",
-    "IN_FLIGHT",
-    "NODE_VARIABLE",
-    "NodeExecutor",
-    "decode_failure",
-    "decode_runs",
-    "encode_failure",
-]
+from executor._sandbox.sandbox import Sandbox
 
 NODE_VARIABLE = "EXECUTOR_RAY_NODE_ID"
 """Set in every command's environment: the Ray node id the command runs on."""

@@ -64,8 +64,6 @@ from executor._shell.programs import SHELLS, analyse
 from executor._shell.walker import Ctx, parse
 from executor._shell.words import SimpleCommand, Word
 
-__all__ = ["ShellParseError", "parse_argv", "parse_command", "parse_script"]
-
 
 def parse_script(script: str) -> tuple[SimpleCommand, ...]:
     """Every simple command `sh -c script` would run, in the order they appear.

@@ -28,9 +28,6 @@ from executor._shell.words import (
     Word,
 )
 
-__all__ = ["INTERPRETERS", "SHELLS", "WRAPPERS", "analyse", "is_interpreter"]
-
-
 SHELLS = frozenset(
     {
         "sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "pdksh", "lksh", "oksh",

@@ -21,23 +21,6 @@ import tree_sitter_bash
 from executor._core.errors import ShellParseError
 from executor._shell.words import ansi_c_end
 
-__all__ = [
-    "EMPTY_SUBSTITUTION",
-    "Misread",
-    "Text",
-    "all_joined",
-    "backtick_end",
-    "closing_brace",
-    "closing_paren",
-    "glued_heredoc",
-    "read_write",
-    "respell",
-    "run_on",
-    "snippet",
-    "tree",
-]
-
-
 _local = threading.local()
 
 

@@ -46,9 +46,6 @@ from executor._shell.words import (
     merge,
 )
 
-__all__ = ["LOOP_VARIABLES", "MAX_DEPTH", "Analyse", "Ctx", "parse"]
-
-
 # How deep `sh -c "sh -c '...'"`, substitutions and wrappers may nest before a
 # script is refused; real scripts stay far below, and it bounds the recursion.
 MAX_DEPTH = 24

@@ -20,24 +20,6 @@ import attrs
 
 from executor._core.errors import ShellParseError
 
-__all__ = [
-    "ASSIGNMENT",
-    "EXPANSIONS",
-    "CodeSource",
-    "Part",
-    "PartKind",
-    "Redirect",
-    "SimpleCommand",
-    "Word",
-    "ansi_c",
-    "ansi_c_end",
-    "command_name",
-    "escape_glob",
-    "glob_pattern",
-    "merge",
-]
-
-
 CodeSource: TypeAlias = Literal["parsed", "dynamic", "file", "pipe", "stdin", "inline"]
 """Where a shell or interpreter gets the program it runs.
 

@@ -56,25 +56,6 @@ from executor._core.output import CommandOutput
 if TYPE_CHECKING:
     from executor._ssh.remote import HostKeyWitness
 
-__all__ = [
-    "ConnectAttempt",
-    "channel_error",
-    "command_lost",
-    "connect_error",
-    "connection_lost",
-    "file_errors",
-    "is_channel_refusal",
-    "is_lost",
-    "is_missing",
-    "is_unsupported",
-    "known_hosts_error",
-    "makedirs_error",
-    "refused_at_limit",
-    "sftp_os_error",
-    "sftp_start_error",
-    "translated",
-]
-
 _P = ParamSpec("_P")
 _C = TypeVar("_C")
 

@@ -57,7 +57,7 @@ from executor._core.commands import (
 from executor._core.errors import ExecutorError, TimedOut
 from executor._core.output import CommandOutput, Stdout
 from executor._core.proc import TREE_VARIABLE
-from executor._files.walk import normalise_extensions
+from executor._files.rules import normalise_extensions
 from executor._ssh.errors import (
     ConnectAttempt,
     channel_error,
@@ -81,8 +81,6 @@ if TYPE_CHECKING:
 
     from executor._core.session import ProcessSession
     from executor._ssh.remote import CommandChannel, HostKeyWitness
-
-__all__ = ["SshExecutor"]
 
 _T = TypeVar("_T")
 

@@ -40,8 +40,6 @@ from executor._ssh.errors import sftp_os_error, translated
 if TYPE_CHECKING:
     import asyncssh
 
-__all__ = ["sftp_text_files"]
-
 # Files of one folder read at once, ahead of the consumer: enough to hide the
 # round trips, few enough that little waits in memory.
 _READS_IN_FLIGHT: Final = 16

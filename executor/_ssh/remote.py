@@ -19,11 +19,9 @@ with warnings.catch_warnings():
     # nothing of the program, and an error where warnings are errors. Only
     # that warning, raised in asyncssh, during its import.
     warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh(\.|$)")
-    import asyncssh
+    import asyncssh as asyncssh  # the module other files of the folder use, once imported so
 
 from executor._core.output import Chunk, Stderr, Stdout
-
-__all__ = ["CommandChannel", "HostKeyWitness", "asyncssh"]
 
 # A reader that falls this far behind pauses the channel; SSH's flow control
 # then stops the remote command once the window is spent.

@@ -24,8 +24,6 @@ from executor._core.session import ProcessSession
 if TYPE_CHECKING:
     from executor._ssh.executor import ChannelRun, SshExecutor
 
-__all__ = ["SshSession"]
-
 
 class SshSession(ProcessSession):
     """A session of a command on an SSH host: one channel, stdin open, optionally a pty."""

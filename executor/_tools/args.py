@@ -43,15 +43,6 @@ if TYPE_CHECKING:
     from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
     from pydantic_core import CoreSchema
 
-__all__ = [
-    "BoundedInt",
-    "GitRange",
-    "GitRevision",
-    "RestrictedUrl",
-    "WorkspaceGlob",
-    "WorkspacePath",
-]
-
 
 class _Validated:
     """What every validated type shares: its JSON schema and the pydantic hooks.

@@ -7,8 +7,6 @@ from typing import Any
 
 import attrs
 
-__all__ = ["at_least", "positive_or_none"]
-
 
 def at_least(minimum: int) -> Callable[[object, attrs.Attribute[int], int], None]:
     """A validator that takes integers of `minimum` or more (not booleans).

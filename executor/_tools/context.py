@@ -14,8 +14,6 @@ from typing import Generic, TypeVar
 
 import attrs
 
-__all__ = ["ContextWindow", "HeldOutput", "StreamingToolResult", "join_texts", "truncate"]
-
 ChunkT = TypeVar("ChunkT")
 FinalT = TypeVar("FinalT")
 

@@ -38,19 +38,6 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from executor._core.cleanup import run_to_completion
 from executor._core.errors import ToolCancelled, ToolStreamError
 
-__all__ = [
-    "Bus",
-    "Envelope",
-    "EventSequencer",
-    "MemoryBus",
-    "ToolCancelled",
-    "ToolEvent",
-    "ToolEventKind",
-    "ToolStreamError",
-    "Topic",
-    "bridge",
-]
-
 # How long a cancelled bridge may still spend publishing the call's last tool.result:
 # long enough for an in-process bus, short enough that cancellation stays prompt.
 _CANCEL_PUBLISH_GRACE = 5.0

@@ -29,8 +29,6 @@ from executor._core.resource import AsyncChunks, AsyncResource
 from executor._core.stdin import StdinEvent
 from executor._tools.checks import at_least
 
-__all__ = ["Progress", "StreamingToolHandle", "TaskHandle", "ToolChannel"]
-
 ChunkT = TypeVar("ChunkT")
 FinalT = TypeVar("FinalT")
 ChunkT_co = TypeVar("ChunkT_co", covariant=True)

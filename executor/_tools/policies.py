@@ -32,19 +32,6 @@ import attrs
 from executor._policies.verdict import Verdict
 from executor._tools.checks import at_least, positive_or_none
 
-__all__ = [
-    "Buffer",
-    "Manual",
-    "OutputApprovalRequest",
-    "OutputApprover",
-    "StreamingPolicy",
-    "Summarise",
-    "Summarizer",
-    "TimeoutAction",
-    "Window",
-    "check_policy",
-]
-
 
 @attrs.frozen(kw_only=True)
 class Buffer:

@@ -26,34 +26,18 @@ import attrs
 from executor._core.errors import (
     CommandError,
     InvalidArgument,
+    JournalError,
     ToolCancelled,
     ToolStreamError,
 )
 from executor._core.resource import AsyncResource
-from executor._journal import (
-    Claim,
-    IdempotencyKey,
-    Journal,
-    JournalError,
-    OnInterrupted,
-    Outcome,
-    acquire,
-    settle,
-)
+from executor._journal.codec import Outcome
+from executor._journal.keys import IdempotencyKey
+from executor._journal.protocol import Claim, Journal, OnInterrupted, acquire, settle
 from executor._tools.tools import convert
 
 if TYPE_CHECKING:
     pass
-
-__all__ = [
-    "ReplayHandle",
-    "ToolRecorder",
-    "bind_tool_run",
-    "current_tool_run",
-    "decode_value",
-    "encode_value",
-    "tool_fingerprint",
-]
 
 
 def _plain(value: Any) -> Any:

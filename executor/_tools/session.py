@@ -63,10 +63,11 @@ from typing import Any, Generic, Literal, NoReturn, Self, TypeVar
 import anyio
 import attrs
 
-from executor._core.errors import CommandError, InvalidArgument, PolicyDenied
+from executor._core.errors import CommandError, InvalidArgument, PolicyDenied, ToolStreamError
 from executor._core.resource import AsyncChunks
 from executor._core.stdin import StdinEvent
-from executor._journal import IdempotencyKey, Journal, OnInterrupted, optional_key
+from executor._journal.keys import IdempotencyKey, optional_key
+from executor._journal.protocol import Journal, OnInterrupted
 from executor._policies.verdict import Verdict
 from executor._tools.context import (
     ContextWindow,
@@ -75,7 +76,7 @@ from executor._tools.context import (
     join_texts,
     truncate,
 )
-from executor._tools.events import EventSequencer, ToolEvent, ToolStreamError
+from executor._tools.events import EventSequencer, ToolEvent
 from executor._tools.handle import Progress, StreamingToolHandle
 from executor._tools.policies import (
     Manual,
@@ -89,8 +90,6 @@ from executor._tools.policies import (
 )
 from executor._tools.replay import ReplayHandle, ToolRecorder, bind_tool_run
 from executor._tools.tool import StreamingTool, check_tool, declared_types
-
-__all__ = ["StreamingToolSession"]
 
 _logger = logging.getLogger("executor")
 

@@ -26,8 +26,6 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-__all__ = ["SpecShape", "gemini_schema", "spec_in_shape", "strict_json_schema"]
-
 SpecShape = Literal["openai", "openai-responses", "anthropic", "mcp", "gemini"]
 """The API shapes `spec_in_shape` (and `Tool.spec_for`) writes."""
 

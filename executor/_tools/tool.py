@@ -25,8 +25,6 @@ from executor._tools.policies import Buffer, StreamingPolicy, check_policy
 from executor._tools.shapes import SpecShape, spec_in_shape
 from executor._tools.tools import convert, json_schema, load_arguments
 
-__all__ = ["StreamingTool", "check_tool", "declared_types"]
-
 InputT = TypeVar("InputT")
 ChunkT = TypeVar("ChunkT")
 FinalT = TypeVar("FinalT")

@@ -58,8 +58,6 @@ from executor._core.output import CommandOutput
 from executor._core.render import for_model
 from executor._tools.shapes import SpecShape, spec_in_shape
 
-__all__ = ["AgentContext", "DefaultContext", "Tool", "ToolOutput", "ToolOutputKind", "tool"]
-
 
 @runtime_checkable
 class AgentContext(Protocol):

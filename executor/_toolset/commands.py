@@ -23,8 +23,6 @@ from executor._toolset.context import ToolsetContext, execute, output_sink, reme
 from executor._toolset.hosting import Hosts
 from executor._toolset.limits import Limits, check_count
 
-__all__ = ["CommandTools", "command_tools"]
-
 _SIGNALS = {
     "SIGINT": UnixSignal.SIGINT,
     "SIGTERM": UnixSignal.SIGTERM,

@@ -18,8 +18,6 @@ from executor._core.commands import Command
 from executor._core.errors import CommandError
 from executor._core.output import CommandOutput
 
-__all__ = ["ToolsetContext", "execute", "output_sink", "remember"]
-
 
 @attrs.define(eq=False)
 class ToolsetContext:

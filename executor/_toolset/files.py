@@ -16,8 +16,6 @@ from executor._toolset.context import ToolsetContext, execute
 from executor._toolset.limits import Limits, check_count
 from executor._toolset.text import Enough, LineRange, number_lines, replace_exact
 
-__all__ = ["FileReader", "edit_file", "file_tools", "write_file"]
-
 _DEFAULT_LINES = 2000
 _MAX_LINES = 100_000
 # A written file is the largest argument a model sends; 16 MiB is past any real one.

@@ -20,8 +20,6 @@ import attrs
 from executor._core.base import ToolExecutor
 from executor._core.errors import CommandError, ExecutorError, InvalidArgument
 
-__all__ = ["Hosts"]
-
 
 @attrs.define(eq=False)
 class _Hosted:

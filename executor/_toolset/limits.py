@@ -11,8 +11,6 @@ import attrs
 
 from executor._core.errors import InvalidArgument
 
-__all__ = ["Limits", "check_count"]
-
 
 @attrs.define(eq=False)
 class Limits:

@@ -26,8 +26,6 @@ from executor._tools.tools import Tool, tool
 from executor._toolset.context import ToolsetContext
 from executor._toolset.limits import Limits, check_count
 
-__all__ = ["Searcher", "glob", "list_files", "search_tools"]
-
 _MAX_LISTED = 1000
 _MAX_MATCHES = 1000
 

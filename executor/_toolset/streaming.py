@@ -36,8 +36,6 @@ from executor._tools.tools import Tool, ToolOutput, ToolOutputKind, tool
 from executor._toolset.context import ToolsetContext
 from executor._toolset.hosting import Hosts
 
-__all__ = ["StreamingRun", "streaming_tool", "streaming_tools"]
-
 _ATTRIBUTE = re.compile(r"^\s{4}(\w+):\s*(.*)$")
 
 

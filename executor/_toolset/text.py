@@ -11,14 +11,6 @@ from collections.abc import Iterable
 from executor._core.errors import InvalidArgument
 from executor._core.output import Chunk
 
-__all__ = [
-    "LONG_LINE",
-    "Enough",
-    "LineRange",
-    "number_lines",
-    "replace_exact",
-]
-
 LONG_LINE = 2000
 """Characters of one line a read shows; the rest of a longer line is marked as cut."""
 

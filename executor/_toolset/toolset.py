@@ -45,8 +45,6 @@ from executor._toolset.limits import Limits
 from executor._toolset.search import search_tools
 from executor._toolset.streaming import streaming_tools
 
-__all__ = ["READ_ONLY_TOOLS", "TOOL_NAMES", "Toolset", "ToolsetContext"]
-
 READ_ONLY_TOOLS: frozenset[str] = frozenset({"read_file", "list_files", "glob", "search"})
 """The tools that never write nor run a command: what `Toolset(read_only=True)` offers."""
 

@@ -1,8 +1,10 @@
 """Linux system calls the standard library lacks, through ctypes.
 
-Standard library only: the sandbox server (`executor._local.sandbox_server`) runs
-in a bare interpreter and loads this file by its path, so nothing here may
-import the package. Landlock (`executor._local.landlock`) uses it too.
+Standard library only: the sandbox's standalone programs (the server,
+`executor._sandbox.sandbox_server`, and the Landlock launcher) run in a bare
+interpreter and load this file by its path (`executor._sandbox.programs`), so
+nothing here may import the package. The sandbox's own modules (`sandbox`,
+Landlock's `landlock`, the cgroup probe `cgroup_probe`) use it too.
 """
 
 from __future__ import annotations
@@ -14,21 +16,6 @@ import os
 import socket
 from collections.abc import Iterable
 from typing import Final
-
-__all__ = [
-    "check",
-    "drop_capabilities",
-    "empty_bounding_set",
-    "fork_into_pid_namespace",
-    "libc",
-    "mount",
-    "prctl",
-    "read_text",
-    "receive",
-    "set_capabilities",
-    "setns",
-    "unshare",
-]
 
 CLONE_NEWNS: Final = 0x00020000
 CLONE_NEWCGROUP: Final = 0x02000000

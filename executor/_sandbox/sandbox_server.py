@@ -1,7 +1,8 @@
 """The sandbox server: starts each command of a bubblewrap sandbox in namespaces built once.
 
-Run as `python -I -S sandbox_server.py CONTROL_FD` by `executor._local.sandbox`,
-with the standard library and `linux.py` beside it. It starts `bwrap` once,
+Run as `python -I -S programs.py sandbox_server CONTROL_FD` by `executor._sandbox.sandbox`
+(see `executor._sandbox.programs`), with the standard library and the
+`linux` and `seccomp` files beside it. It starts `bwrap` once,
 with the sandbox's mounts and namespaces and `cat` as its command, then
 joins that sandbox's user, mount, network, UTS and cgroup namespaces
 itself (as `flatpak enter` does). From then on a command costs a fork, not
@@ -28,9 +29,10 @@ kills every init it started and its `bwrap`, and exits.
 """
 
 # This file runs in a bare interpreter (-I -S): the standard library, and the
-# package's `linux` loaded by its path (the package itself is not importable
-# here). Everything is imported before the server enters the sandbox's mount
-# namespace, where the interpreter's own files may be hidden.
+# package's `linux` and `seccomp` loaded by their paths (`programs.load`: the
+# package itself is not importable here). Everything is imported before the
+# server enters the sandbox's mount namespace, where the interpreter's own
+# files may be hidden.
 from __future__ import annotations
 
 import array
@@ -45,39 +47,16 @@ import select
 import signal
 import socket
 import struct
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 if TYPE_CHECKING:
-    from executor._local import linux, seccomp
+    from executor._sandbox import linux, seccomp
 else:
+    from executor_sandbox_programs import load
 
-    def _sibling(name: str) -> Any:
-        """A module of the package loaded by its file, the package itself not importable here.
-
-        Each is loaded once (the server and the launcher share them), through
-        the loader the interpreter starts with, which keeps the compiled
-        code in `__pycache__` as an import does.
-        """
-        import types
-        from importlib.machinery import SourceFileLoader
-
-        key = f"executor_sandbox_{name}"
-        if key in sys.modules:
-            return sys.modules[key]
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
-        loader = SourceFileLoader(key, path)
-        module = types.ModuleType(key)
-        module.__file__ = path
-        module.__loader__ = loader
-        # Registered first: what the module defines may look itself up while made.
-        sys.modules[key] = module
-        loader.exec_module(module)
-        return module
-
-    linux = _sibling("linux")
-    seccomp = _sibling("seccomp")
+    linux = load("linux")
+    seccomp = load("seccomp")
 
 _TIOCSCTTY = 0x540E
 _NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1): the user namespace that owns a namespace
@@ -559,9 +538,9 @@ class _Warm:
         return self.pid, self.pidfd
 
 
-def main() -> None:
-    """Serve requests on the control socket until it ends."""
-    control = socket.socket(fileno=int(sys.argv[1]))
+def main(args: list[str]) -> None:
+    """`CONTROL_FD`: serve requests on the control socket until it ends."""
+    control = socket.socket(fileno=int(args[0]))
     data, _ = receive(control)
     config = json.loads(data)
     # No parent-death signal here: it follows the thread that started the
@@ -691,7 +670,3 @@ def hand_over(sandbox: Made, reply_fd: int) -> None:
         sandbox.channel.close()
         if sandbox.pidfd is not None:
             os.close(sandbox.pidfd)
-
-
-if __name__ == "__main__":
-    main()

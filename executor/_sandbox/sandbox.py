@@ -19,12 +19,12 @@ starts (`exec_cmd`, streaming, sessions and PTYs, which share one spawn path):
   terminal). The server dies with the executor's process. A session's
   signals go to the command's process group inside the sandbox, found below
   its init (`signal_served`), as a terminal's keys do.
-- **Landlock** (Linux 5.13+, no program needed; see `executor._local.landlock`):
+- **Landlock** (Linux 5.13+, no program needed; see `executor._sandbox.landlock`):
   the same filesystem rules through the Landlock system calls; with ABI 4 no
   TCP `bind` or `connect` unless the network is asked for (run by root, a
   network namespace of its own as well); with ABI 6 no signal to a process
   outside the command's domain. Commands start from a `LandlockLauncher`, a
-  process of its own per rule set (see `executor._local.landlock_launcher`),
+  process of its own per rule set (see `executor._sandbox.landlock_launcher`),
   whose inits run its commands one at a time (a child subreaper each,
   not dumpable): each command starts from a thread of its init's that has
   joined a fresh session keyring, made (run by root) an IPC namespace,
@@ -34,7 +34,7 @@ starts (`exec_cmd`, streaming, sessions and PTYs, which share one spawn path):
   It has no private `/tmp` (set `writable` to give one), and, run by a
   user, its network rule covers TCP only.
 
-Both backends install the system call filter of `executor._local.seccomp`
+Both backends install the system call filter of `executor._sandbox.seccomp`
 on every command (`Sandbox(syscall_filter=False)` leaves it out).
 
 Resource limits are rlimits set before the command starts, so every process
@@ -70,7 +70,7 @@ import threading
 import weakref
 from collections.abc import Iterable
 from stat import S_ISDIR
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 import attrs
@@ -80,17 +80,8 @@ from executor._core.cleanup import run_to_completion
 from executor._core.commands import StrPath
 from executor._core.errors import ExecutorError
 from executor._core.proc import proc_stat
-from executor._local import cgroup, linux, seccomp
-from executor._local.landlock import LandlockRules, abi_version
-from executor._local.process import Spawned
-
-__all__ = [
-    "Backend",
-    "LandlockLauncher",
-    "Sandbox",
-    "SandboxServer",
-    "SandboxSupport",
-]
+from executor._sandbox import cgroup_probe, linux, programs, seccomp
+from executor._sandbox.landlock import LandlockRules, abi_version
 
 # "bwrap" is another spelling of "bubblewrap" (the program's name); it is kept as "bubblewrap".
 Backend = Literal["auto", "bubblewrap", "bwrap", "landlock"]
@@ -302,7 +293,7 @@ class SandboxSupport:
                 + (", ".join(sorted(self.cgroup_controllers)) or "none"),
                 f"prlimit: {self.prlimit or 'not installed (util-linux)'}",
                 # What LocalExecutor(memory=, pids=) and its kills use without a sandbox.
-                f"unsandboxed commands' cgroups: {cgroup.probe().describe()}",
+                f"unsandboxed commands' cgroups: {cgroup_probe.probe().describe()}",
                 f"system call filter: {'available' if self.seccomp else 'not available'}",
                 f"keyrings: {'yes' if self.keyrings else 'none'}",
                 f"TIOCSTI: {'allowed by the kernel' if self.tiocsti else 'off in the kernel'}",
@@ -352,7 +343,7 @@ class Sandbox:
         memory: cgroup v2 `memory.max` in bytes for the whole command.
         pids: cgroup v2 `pids.max` for the whole command.
         syscall_filter: Install the system call filter
-            (`executor._local.seccomp`: no keyrings, no typing into
+            (`executor._sandbox.seccomp`: no keyrings, no typing into
             terminals, no bpf, perf, modules, kexec, mounts or new user
             namespaces; under Landlock run by a user, no SysV IPC). On by
             default; a machine that cannot give it refuses the sandbox
@@ -444,7 +435,7 @@ class Sandbox:
                 "runs without it, leaving the keyrings, terminals (TIOCSTI) and, under "
                 "Landlock run by a user, SysV IPC within reach"
             )
-        # Under bubblewrap the command's init sets them (`executor._local.sandbox_server`).
+        # Under bubblewrap the command's init sets them (`executor._sandbox.sandbox_server`).
         if backend == "landlock" and self.rlimits() and support.prlimit is None:
             lacks.append("resource limits need prlimit (util-linux)")
         if self.processes is not None and support.root:
@@ -627,7 +618,7 @@ class Sandbox:
     def server_config(
         self, support: SandboxSupport, workdir: str, *, read_only: bool
     ) -> dict[str, Any]:
-        """What `SandboxServer` is told to build: see `executor._local.sandbox_server`.
+        """What `SandboxServer` is told to build: see `executor._sandbox.sandbox_server`.
 
         Raises:
             ExecutorError: A writable or readable path does not exist, or `cat`
@@ -672,8 +663,6 @@ def _setsid() -> str:
 
 # pidfd_send_signal's flag (Linux 6.9+): to the target's process group.
 _PIDFD_SIGNAL_PROCESS_GROUP = 4
-_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_server.py")
-_LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock_launcher.py")
 # A request larger than this goes through a memfd: a datagram is bounded by
 # the socket's buffer, and an environment or a script can be large.
 _INLINE = 1 << 16
@@ -687,7 +676,7 @@ class SandboxServer:
 
     `LocalExecutor` keeps one per set of mounts (read-write, and read-only
     for `ReadOnly`), started at the first command. It runs
-    `executor._local.sandbox_server` in a bare interpreter, which runs `bwrap` once
+    `executor._sandbox.sandbox_server` in a bare interpreter, which runs `bwrap` once
     and joins its namespaces. For each command it makes, ahead of time, an
     init in a new PID namespace with a mount and IPC namespace of its own (a
     fresh `/tmp`, `/run`, `/dev/shm` and hidden homes; `/proc` of the new PID
@@ -700,8 +689,8 @@ class SandboxServer:
     collected, or when this process dies; every sandbox of it dies with it.
     """
 
-    # The program that serves, and what its sandboxes are called in errors.
-    _program: str = _SERVER
+    # The program that serves (see `programs`), and what its sandboxes are called in errors.
+    _program: str = "sandbox_server"
     _kind: str = "bubblewrap"
 
     def __init__(self, config: dict[str, Any]) -> None:
@@ -953,7 +942,7 @@ class SandboxServer:
 
         """
         os.set_inheritable(theirs.fileno(), True)
-        argv = [sys.executable, "-I", "-S", self._program, str(theirs.fileno())]
+        argv = programs.command(self._program, str(theirs.fileno()))
         # Its own session, and /dev/null for stdin and stdout; stderr is
         # ours, for what a broken interpreter says.
         pid = os.posix_spawn(  # noqa: ASYNC221 (a spawn, as every command's)
@@ -1034,7 +1023,7 @@ class SandboxServer:
 class LandlockLauncher(SandboxServer):
     """The process that starts the commands of one Landlock rule set, outside this one.
 
-    `executor._local.landlock_launcher` in a bare interpreter with an empty
+    `executor._sandbox.landlock_launcher` in a bare interpreter with an empty
     environment: it builds the rule set once and keeps a few inits, which
     run its commands one at a time, each from a thread that restricts
     itself with the rule set (a Landlock domain of its own), installs the
@@ -1045,7 +1034,7 @@ class LandlockLauncher(SandboxServer):
     trace it nor read its memory, environment or `/proc` files.
     """
 
-    _program = _LAUNCHER
+    _program = "landlock_launcher"
     _kind = "Landlock"
 
     def __init__(self, rules: LandlockRules, abi: int) -> None:
@@ -1105,7 +1094,7 @@ class _Zygote:
             os.set_inheritable(theirs.fileno(), True)
             self.pid = os.posix_spawn(
                 sys.executable,
-                [sys.executable, "-I", "-S", _LAUNCHER, "zygote", str(theirs.fileno())],
+                programs.command("landlock_launcher", "zygote", str(theirs.fileno())),
                 {},
                 file_actions=[
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -1201,7 +1190,29 @@ def _recv(sock: socket.socket) -> tuple[bytes, list[int]]:
     return linux.receive(sock, 1 << 16, 4)
 
 
-async def signal_served(spawned: Spawned, signal: int) -> None:
+class _Reaped(Protocol):
+    @property
+    def returncode(self) -> int | None:
+        """Its exit code, once it is reaped."""
+
+
+class ServedCommand(Protocol):
+    """What `signal_served` reads of a served command: a `Spawned` of `executor._local.process`."""
+
+    @property
+    def pid(self) -> int:
+        """Its init's pid."""
+
+    @property
+    def pidfd(self) -> int | None:
+        """A pidfd of its init (`None` once closed)."""
+
+    @property
+    def process(self) -> _Reaped:
+        """Its init, whose `returncode` is set once it is reaped."""
+
+
+async def signal_served(spawned: ServedCommand, signal: int) -> None:
     """Send `signal` to the process group of a served command, as a terminal's keys do.
 
     The command is its init's first child, in a session and group of its

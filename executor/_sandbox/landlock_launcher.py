@@ -1,15 +1,16 @@
 """The Landlock launcher: starts each command of one rule set, from a process of its own.
 
-Run as `python -I -S landlock_launcher.py zygote REQUESTS_FD` by
-`executor._local.sandbox` (`CONTROL_FD` instead runs one launcher), with an empty environment and
-the standard library only (the package's `linux`, `seccomp` and
-`sandbox_server` loaded by their paths). The Landlock system calls are made
-here (the rules are `executor._local.landlock.LandlockRules`, as JSON).
+Run as `python -I -S programs.py landlock_launcher zygote REQUESTS_FD` by
+`executor._sandbox.sandbox` (`CONTROL_FD` instead runs one launcher; see
+`executor._sandbox.programs`), with an empty environment and the standard
+library only (the package's `linux`, `seccomp` and `sandbox_server` loaded
+by their paths). The Landlock system calls are made
+here (the rules are `executor._sandbox.landlock.LandlockRules`, as JSON).
 
 The executor's process starts one zygote (`zygote`), which imports all
 this once and forks a launcher for each rule set (`launch`): a launcher
 costs a fork, not an interpreter's start. A launcher speaks the bubblewrap
-server's protocol (see `executor._local.sandbox_server`), so the executor
+server's protocol (see `executor._sandbox.sandbox_server`), so the executor
 starts a Landlock command as it starts a bubblewrap one:
 
 - at start it says its pid (with a pidfd of itself), reads the rules,
@@ -63,41 +64,18 @@ import signal
 import socket
 import stat
 import struct
-import sys
 import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 if TYPE_CHECKING:
-    from executor._local import linux, sandbox_server, seccomp
+    from executor._sandbox import linux, sandbox_server, seccomp
 else:
+    from executor_sandbox_programs import load
 
-    def _sibling(name: str) -> Any:
-        """A module of the package loaded by its file, the package itself not importable here.
-
-        Each is loaded once (the server and the launcher share them), through
-        the loader the interpreter starts with, which keeps the compiled
-        code in `__pycache__` as an import does.
-        """
-        import types
-        from importlib.machinery import SourceFileLoader
-
-        key = f"executor_sandbox_{name}"
-        if key in sys.modules:
-            return sys.modules[key]
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
-        loader = SourceFileLoader(key, path)
-        module = types.ModuleType(key)
-        module.__file__ = path
-        module.__loader__ = loader
-        # Registered first: what the module defines may look itself up while made.
-        sys.modules[key] = module
-        loader.exec_module(module)
-        return module
-
-    linux = _sibling("linux")
-    seccomp = _sibling("seccomp")
-    sandbox_server = _sibling("sandbox_server")
+    linux = load("linux")
+    seccomp = load("seccomp")
+    sandbox_server = load("sandbox_server")
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -847,13 +825,9 @@ def zygote(requests_fd: int) -> None:
         os.close(fds[0])
 
 
-def main() -> None:
+def main(args: list[str]) -> None:
     """`zygote REQUESTS_FD`, or `CONTROL_FD` for a single launcher."""
-    if sys.argv[1] == "zygote":
-        zygote(int(sys.argv[2]))
+    if args[0] == "zygote":
+        zygote(int(args[1]))
     else:
-        launch(int(sys.argv[1]))
-
-
-if __name__ == "__main__":
-    main()
+        launch(int(args[0]))

@@ -2,7 +2,7 @@
 
 Landlock (Linux 5.13+) lets an unprivileged process give up access rights for
 itself and every process it starts afterwards. The Landlock launcher
-(`executor._local.landlock_launcher`, a process of its own per rule set,
+(`executor._sandbox.landlock_launcher`, a process of its own per rule set,
 which applies them through the system calls) builds the rule set once; for
 each command a thread of one of its inits restricts itself with it and
 spawns the command, which inherits the domain. Each restriction makes a
@@ -36,9 +36,7 @@ from typing import Any, Final
 
 import attrs
 
-from executor._local import linux
-
-__all__ = ["LandlockRules", "abi_version"]
+from executor._sandbox import linux
 
 _CREATE_RULESET: Final = 444
 _CREATE_RULESET_VERSION: Final = 1
@@ -59,7 +57,7 @@ class LandlockRules:
         readable: Absolute paths readable even inside a hidden folder.
         hidden: Absolute folders that can be neither read nor written.
         network: Allow TCP; without it `bind` and `connect` fail (ABI 4).
-        syscall_filter: Install the system call filter (`executor._local.seccomp`).
+        syscall_filter: Install the system call filter (`executor._sandbox.seccomp`).
 
     """
 

@@ -39,15 +39,6 @@ import os
 import struct
 from typing import Final
 
-__all__ = [
-    "SYSCALLS",
-    "Prepared",
-    "fresh_session_keyring",
-    "install",
-    "program",
-    "supported",
-]
-
 # struct sock_filter: code, jt, jf, k.
 _LD_ABS_W: Final = 0x20
 _JEQ: Final = 0x15

@@ -656,15 +656,20 @@ if not TYPE_CHECKING:
     _SHOWN: set[str] = set()
 
     def _show_as_public() -> None:
-        # The public classes and functions of every module loaded so far show as
-        # `executor.NAME` in reprs and tracebacks, not by their private homes, as
-        # anyio's and httpx's do; each name once.
+        # The public errors and functions of every module loaded so far show as
+        # `executor.NAME` in tracebacks and reprs, not by their private homes, as
+        # anyio's and httpx's do; each name once. Other classes keep their module:
+        # it is where `typing.get_type_hints` resolves their string annotations
+        # (a function resolves them through its own globals, whatever its module).
         for name, module in _HOME_OF.items():
             if name in _SHOWN or module not in _sys.modules:
                 continue
             _SHOWN.add(name)
             value = getattr(_sys.modules[module], name, None)
-            if isinstance(value, (type, _types.FunctionType)) and value.__module__ == module:
+            public = isinstance(value, _types.FunctionType) or (
+                isinstance(value, type) and issubclass(value, BaseException)
+            )
+            if public and value.__module__ == module:
                 value.__module__ = __name__
 
     def __getattr__(name: str) -> "Any":

@@ -50,7 +50,6 @@ class Call:
         name: The tool called, or the method (`resources/read`).
         rounds: The call's rounds, when it runs in a task of its own.
         log_level: The lowest log level the client takes (an index), or None.
-        roots: The client's roots (paths), once known.
         scope: What the roots leave of the workspace.
         active: Whether a request is still served (a job's events come later).
         commands: The ids of the commands the call ran, in order.
@@ -61,7 +60,6 @@ class Call:
     name: str
     rounds: Rounds | None = None
     log_level: int | None = None
-    roots: tuple[str, ...] | None = None
     scope: RootScope | None = None
     active: bool = True
     commands: list[str] = attrs.Factory(list)
@@ -209,6 +207,18 @@ def _verdict(result: mcp_types.ElicitResult) -> Verdict:
     return Verdict(False, "the person cancelled the approval")
 
 
+def elicits(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the client of `ctx` declares elicitation: it can be asked for an approval."""
+    capabilities = ctx.session.client_capabilities
+    return capabilities is not None and capabilities.elicitation is not None
+
+
+def offers_roots(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the client of `ctx` declares roots."""
+    capabilities = ctx.session.client_capabilities
+    return capabilities is not None and capabilities.roots is not None
+
+
 def modern(ctx: ServerRequestContext[Any, Any]) -> bool:
     """Whether `ctx` speaks 2026-07-28 (no handshake, input asked for in results)."""
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -228,8 +238,7 @@ async def elicitation_approver(request: ApprovalRequest) -> Verdict:
     from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult
 
     ctx = call.ctx
-    capabilities = ctx.session.client_capabilities
-    if capabilities is None or capabilities.elicitation is None:
+    if not elicits(ctx):
         call.missing_elicitation = True
         return Verdict(
             False,

@@ -82,17 +82,13 @@ class _Record:
         return f"{_SCHEME}commands/{self.id}"
 
     def text(self) -> str:
-        output = CommandOutput(
-            chunks=self.buffer.chunks(),
-            exit_code=self.exit_code,
-            signal=self.signal,
-            duration=self.duration,
-            truncated=self.buffer.truncated,
-            elided=self.buffer.elision(),
+        output = self.buffer.output(
+            exit_code=self.exit_code, signal=self.signal, duration=self.duration
         )
         body = for_model(output, budget=2 * _KEPT, status=self.state != "running")
         if self.state == "running":
-            return f"{body}{'' if not body or body.endswith(chr(10)) else chr(10)}[running]"
+            opening = "" if not body or body.endswith("\n") else "\n"
+            return body + opening + "[running]"
         if self.reason and self.state != "exited":
             return f"{body}\n[{self.state}: {self.reason}]"
         return body

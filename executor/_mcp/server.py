@@ -68,7 +68,9 @@ from executor._mcp.calls import (
     Call,
     Rounds,
     current_call,
+    elicits,
     modern,
+    offers_roots,
     reset_call,
     use_call,
 )
@@ -358,19 +360,17 @@ def _log_entry(tool: str, event: CommandEvent) -> tuple[mcp_types.LoggingLevel, 
     return level, {"event": "finished", **data}
 
 
-def _elicits(ctx: ServerRequestContext[Any, Any]) -> bool:
-    capabilities = ctx.session.client_capabilities
-    return capabilities is not None and capabilities.elicitation is not None
+def _chain(executor: ToolExecutor) -> Iterator[ToolExecutor]:
+    """`executor`, then each executor it wraps, to the backend."""
+    inner: object = executor
+    while isinstance(inner, ToolExecutor):
+        yield inner
+        inner = getattr(inner, "inner", None)
 
 
 def _has_approval(executor: ToolExecutor) -> bool:
     """Whether an `Approval` is in `executor`'s chain: then a call may ask its client."""
-    inner: object = executor
-    while isinstance(inner, ToolExecutor):
-        if isinstance(inner, Approval):
-            return True
-        inner = getattr(inner, "inner", None)
-    return False
+    return any(isinstance(each, Approval) for each in _chain(executor))
 
 
 def _refuse_if_missing_elicitation(call: Call) -> None:
@@ -629,17 +629,16 @@ class McpServer:
             retried: _R | mcp_types.InputRequiredResult = await self._next_round(rounds)
             return retried
         call = Call(ctx, name, log_level=self._log_level(ctx))
-        capabilities = ctx.session.client_capabilities
-        if roots and capabilities is not None and capabilities.roots is not None:
+        if roots and offers_roots(ctx):
             offered = await self._client_roots(ctx, state, responses)
             if offered is None:  # 2026-07-28: asked in a round of its own
-                ask = json.dumps({"id": secrets.token_urlsafe(16), "roots": None})
+                # The sealed state says the roots were asked (see _client_roots).
                 return InputRequiredResult(
-                    input_requests={_ROOTS_KEY: ListRootsRequest()}, request_state=ask
+                    input_requests={_ROOTS_KEY: ListRootsRequest()},
+                    request_state=json.dumps({"roots": None}),
                 )
-            call.roots = offered
             call.scope = scope_of(offered, await self._workspace_paths())
-        if not (self._asks and modern(ctx) and _elicits(ctx)):
+        if not (self._asks and modern(ctx) and elicits(ctx)):
             token = use_call(call)
             try:
                 return await work(call)
@@ -697,13 +696,11 @@ class McpServer:
         # The workspace's files are listed as the client's roots leave them; on 2026-07-28
         # a listing cannot ask for the roots, so a client that offers them reads files
         # through the template instead.
-        capabilities = ctx.session.client_capabilities
-        offers_roots = capabilities is not None and capabilities.roots is not None
         call = Call(ctx, "resources/list")
         files = True
-        if offers_roots and modern(ctx):
+        if offers_roots(ctx) and modern(ctx):
             files = False
-        elif offers_roots:
+        elif offers_roots(ctx):
             roots = await self._client_roots(ctx, {}, {})
             assert roots is not None
             call.scope = scope_of(roots, await self._workspace_paths())
@@ -840,11 +837,9 @@ class McpServer:
         which chooses where commands start.
         """
         if self._workspace is None:
-            inner = self.executor
-            while not isinstance(inner, ScopedExecutor) and isinstance(
-                getattr(inner, "inner", None), ToolExecutor
-            ):
-                inner = inner.inner  # type: ignore[attr-defined]
+            # The first scope, else the backend.
+            chain = list(_chain(self.executor))
+            inner = next((each for each in chain if isinstance(each, ScopedExecutor)), chain[-1])
             output = await inner.exec_cmd(Command.shell("pwd; pwd -P"))
             lines = output.stdout.decode(errors="surrogateescape").splitlines()
             self._workspace = tuple(dict.fromkeys(line for line in lines if line))
@@ -1097,20 +1092,13 @@ def bearer_guard(app: Any, token: str) -> Callable[..., Awaitable[None]]:
         if presented is not None and hmac.compare_digest(presented.encode("latin-1"), expected):
             await app(scope, receive, send)
             return
-        reason = b"missing bearer token" if given is None else b"wrong bearer token"
-        body = b'{"error": "unauthorized", "error_description": "' + reason + b'"}'
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="executor"'),
-                ],
-            }
+        reason = "missing bearer token" if given is None else "wrong bearer token"
+        await _send_json(
+            send,
+            401,
+            {"error": "unauthorized", "error_description": reason},
+            headers=[(b"www-authenticate", b'Bearer realm="executor"')],
         )
-        await send({"type": "http.response.body", "body": body})
 
     return guarded
 
@@ -1206,7 +1194,14 @@ def origin_guard(app: Any, allowed: Sequence[str]) -> Callable[..., Awaitable[No
     return guarded
 
 
-async def _send_json(send: Callable[[Any], Awaitable[None]], status: int, value: Any) -> None:
+async def _send_json(
+    send: Callable[[Any], Awaitable[None]],
+    status: int,
+    value: Any,
+    *,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+) -> None:
+    """Answer an ASGI HTTP request with `value` as JSON, `headers` besides."""
     body = json.dumps(value, separators=(",", ":")).encode()
     await send(
         {
@@ -1215,6 +1210,7 @@ async def _send_json(send: Callable[[Any], Awaitable[None]], status: int, value:
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
+                *headers,
             ],
         }
     )

@@ -4,7 +4,7 @@ r"""`ProcessSession`: a running command to talk to, chunk by chunk.
 stream of numbered chunks, the stdin events, `cancel`, `finalize` and the
 `async with` lifecycle. A backend subclasses it and supplies the process
 (a handful of `_`-prefixed hooks); each backend's folder holds its own
-(`executor._local.session.LocalSession`, ...).
+(`RunSession` over a backend's `Run`, where the backend has no more to add).
 
 ```python
 async with await executor.start(Command.shell("cat")) as session:
@@ -31,8 +31,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from executor._core.cleanup import run_to_completion
 from executor._core.errors import ExecutorError, NonZeroExit
-from executor._core.output import Chunk, CommandOutput
+from executor._core.output import Chunk, CommandOutput, OutputBuffer
 from executor._core.resource import AsyncChunks
+from executor._core.run import Run, drive
 from executor._core.stdin import Bytes, Resize, Signal, StdinEvent, Text, UnixSignal
 
 CHUNK_BUFFER: Final = 16
@@ -350,6 +351,89 @@ class ProcessSession(AsyncChunks[SessionChunk], abc.ABC):
             if self._stdin_closed:
                 raise ExecutorError("the session's stdin is closed")
             await self._write_input(data)
+
+
+class RunSession(ProcessSession):
+    """A session of a command its backend started as a `Run`, run by `drive` as `exec_cmd` runs it.
+
+    Every backend's session is one: the timeout, the drain, the kill of the
+    whole tree and the output cap are the ones `exec_cmd` keeps, with the
+    input left open for the session's events.
+    """
+
+    def __init__(
+        self,
+        start: Callable[[], Awaitable[Run]],
+        *,
+        pty: bool,
+        initial_stdin: bytes | None,
+        finish: Callable[[CommandOutput], CommandOutput] | None,
+        output_buffer: Callable[[], OutputBuffer],
+        timeout: float | None,
+        kill_grace: float,
+        drain_timeout: float,
+        offer_yields: bool = True,
+    ) -> None:
+        """Set up a session; `start` starts its command when the session is entered.
+
+        `offer_yields=False` for a backend whose reading already lets the
+        event loop in often during a flood (see `ProcessSession._offer`).
+        """
+        super().__init__(pty=pty, initial_stdin=initial_stdin, finish=finish)
+        self._start = start
+        self._output_buffer = output_buffer
+        self._timeout = timeout
+        self._kill_grace = kill_grace
+        self._drain_timeout = drain_timeout
+        self._offer_yields = offer_yields
+        self._command: Run | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The command's pid on its host, once started and if known."""
+        return None if self._command is None else self._command.pid
+
+    async def _begin(self) -> None:
+        self._command = await self._start()
+
+    async def _run(self) -> CommandOutput:
+        assert self._command is not None
+        return await drive(
+            self._command,
+            buffer=self._output_buffer(),
+            sink=self._offer,
+            stdin=None,
+            timeout=self._timeout,
+            kill_grace=self._kill_grace,
+            drain_timeout=self._drain_timeout,
+        )
+
+    async def _write_input(self, data: bytes) -> None:
+        assert self._command is not None
+        await self._command.write(data)
+
+    async def _close_input(self) -> None:
+        if self._command is not None:
+            await self._command.close_input()
+
+    async def _signal(self, signal: int) -> None:
+        if self._command is not None:
+            await self._command.signal(signal)
+
+    async def _resize(self, cols: int, rows: int) -> None:
+        if self._command is not None:
+            await self._command.resize(cols, rows)
+
+    async def _terminate(self, grace: float | None = None) -> None:
+        command = self._command
+        if command is not None:
+            # Also from cancel(), whose task the block's end may cancel.
+            grace = self._kill_grace if grace is None else grace
+            await run_to_completion(functools.partial(command.kill, grace))
+
+    async def _release(self) -> None:
+        if self._command is not None:
+            await self._command.release()
 
 
 class WrappedSession(ProcessSession):

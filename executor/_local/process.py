@@ -1,7 +1,7 @@
 """The local process lifecycle, in one place: spawn, stream, kill, reap.
 
 Every local feature (commands, sessions and sandboxes) runs its processes
-through `ProcessRun`, so the guarantees hold everywhere:
+through `LocalRun` and `drive` (`executor._core.run`), so the guarantees hold everywhere:
 
 - an unsandboxed command is started by the executor's `Supervisor`, below a
   child subreaper of its own, so nothing it starts can leave its tree (see
@@ -27,9 +27,7 @@ import contextlib
 import errno
 import fcntl
 import functools
-import inspect
 import marshal
-import math
 import os
 import select
 import signal as signals
@@ -41,7 +39,7 @@ import termios
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 import anyio
@@ -49,11 +47,10 @@ import anyio.to_thread
 import attrs
 import psutil
 
-from executor._core.base import Sink
-from executor._core.cleanup import run_to_completion
-from executor._core.errors import ExecutorError, TimedOut
-from executor._core.output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
+from executor._core.errors import ExecutorError
+from executor._core.output import Chunk, Stderr, Stdout
 from executor._core.proc import TREE_VARIABLE, boot_clock, proc_stat
+from executor._core.run import Drain, Emit, Exit, Reader, Run
 from executor._local import cgroup
 
 # The most a read takes at once: a reader's buffer grows to this size once a
@@ -86,9 +83,6 @@ _GATHER: Final = 1 << 18
 # else runs (the other reader, the drain's timer, other commands, a
 # cancellation) as prompt as one slow sink call would.
 _FLOOD_TURN: Final = 0.001
-# After a timeout, how long the readers have at least, past the drain
-# period, to take what the pipes hold.
-_LAST_LOOK: Final = 0.05
 # A flood's writes are a block or more each (a C library's stdio buffer, 4
 # or 8 KiB, or a program's own); a read of less is quiet output, not gathered.
 _GATHER_FROM: Final = 1 << 12
@@ -1127,137 +1121,107 @@ def _decode_status(status: int) -> tuple[int, int | None]:
     return code, None
 
 
-class ProcessRun:
-    """Streams one spawned child to its end: output to a buffer and a sink, exit, cleanup.
+class LocalRun(Run):
+    """A child spawned on this machine, as `drive` runs it: its pipes, its exit, its tree.
 
     Args:
-        spawned: The child, from `spawn`.
-        stdin: Bytes to write to its stdin pipe, if it has one; with `None`
-            the pipe is left to the caller (a session writes it).
-        sink: Called with each chunk as it is read.
-        buffer: Where chunks are kept (and capped).
-        timeout: Seconds before the tree is killed and `TimedOut` raised.
-        kill_grace: Seconds between SIGTERM and SIGKILL.
-        drain_timeout: How long to go on reading after the child exits, while a
-            background process still holds its pipes.
-        keep_tree: Leave a supervised command's handle on its tree open at the
-            end (see `Spawned.close`): a session ends what the command left
-            when its block is left, not when the command exits.
+        spawned: The child, from `spawn` (or a supervisor's, or a sandbox's).
+        keep_tree: Leave a supervised command's handle on its tree open when
+            the run is over (see `Spawned.close`): a session ends what the
+            command left when its block is left, not when the command
+            exits; `release` closes it.
+        pty: Whether the child's stdin is a terminal (which `resize` sets).
 
     """
 
-    def __init__(
-        self,
-        spawned: Spawned,
-        *,
-        stdin: bytes | None,
-        sink: Sink | None,
-        buffer: OutputBuffer,
-        timeout: float | None,
-        kill_grace: float,
-        drain_timeout: float,
-        keep_tree: bool = False,
-    ) -> None:
+    def __init__(self, spawned: Spawned, *, keep_tree: bool = False, pty: bool = False) -> None:
         self._spawned = spawned
         self._keep_tree = keep_tree
-        self._stdin = stdin
-        self._sink = sink
-        self._sink_lock: anyio.Lock | None = None
-        self._buffer = buffer
-        self._timeout = timeout
-        self._kill_grace = kill_grace
-        self._drain_timeout = drain_timeout
         self._status: int | None = None
-        self._readers = 2
-        self._readers_done = anyio.Event()
-        # The readers' waits, which the drain's end interrupts.
-        self._waiters: list[_Readable] = []
-        self._stopping = False
+        self._waiting = False
+        # Our own handle on the terminal, for `resize`: the run closes its fds at the end.
+        self._master = os.dup(spawned.stdin) if pty and spawned.stdin is not None else None
 
-    async def run(self) -> CommandOutput:
-        """Run to the end and return the output.
+    @property
+    def spawned(self) -> Spawned:
+        """The child."""
+        return self._spawned
 
-        Raises:
-            TimedOut: The timeout passed; the tree was killed.
-            BaseException: Whatever the sink raised, or a cancellation; the
-                tree is killed and the child reaped before it propagates.
+    @property
+    def pid(self) -> int | None:
+        """The child's pid (also its process group, unless a sandbox's init is between)."""
+        return self._spawned.pid
 
-        """
+    def readers(self) -> Sequence[Reader]:
+        """One reader per pipe: stdout and stderr (a pty's stderr is its own pipe too)."""
         spawned = self._spawned
-        process = spawned.process
-        started = anyio.current_time()
-        timed_out = False
-        try:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(self._read, spawned.stdout, Stdout)
-                tasks.start_soon(self._read, spawned.stderr, Stderr)
-                if spawned.stdin is not None and self._stdin is not None:
-                    tasks.start_soon(self._write_stdin, spawned.stdin)
-                with anyio.move_on_after(math.inf if self._timeout is None else self._timeout):
-                    self._status = await wait_exit(spawned)
-                # A shim keeps the timeout too, and may have ended the leader
-                # (SIGTERM, at the deadline) before this timer woke.
-                if self._status is None or (isinstance(process, Supervised) and process.timed_out):
-                    timed_out = True
-                    await run_to_completion(self._kill)
-                await self._drain(timed_out=timed_out)
-                # Only what still runs is cancelled: anyio's cancel() formats
-                # the task's repr (a tenth of a millisecond a command).
-                if self._readers or spawned.stdin is not None:
-                    tasks.cancel_scope.cancel()
-        except BaseException as exc:
-            await run_to_completion(self._kill)
-            inner = _unwrap(exc)
-            if inner is exc:
-                raise
-            raise inner from inner.__cause__
-        finally:
-            spawned.close(keep_tree=self._keep_tree)
-        # A cancellation that came while the kill was shielded wins over our result.
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        assert self._status is not None
-        exit_code, signal = _decode_status(self._status)
-        output = self._buffer.output(
-            exit_code=exit_code,
-            signal=signal,
-            duration=anyio.current_time() - started,
-            memory_peak=process.memory_peak if isinstance(process, Supervised) else None,
+        return (
+            functools.partial(self._read, spawned.stdout, Stdout),
+            functools.partial(self._read, spawned.stderr, Stderr),
         )
-        if timed_out:
-            assert self._timeout is not None
-            raise TimedOut(self._timeout, output)
-        return output
 
-    async def _drain(self, *, timed_out: bool) -> None:
-        """After the exit, give the readers `drain_timeout` to reach the end of the pipes.
+    async def wait(self) -> Exit:
+        """Wait for the exit and reap the child (or hear of it from its shim or sandbox)."""
+        if self._status is None:
+            self._waiting = True
+            try:
+                self._status = await wait_exit(self._spawned)
+            finally:
+                self._waiting = False
+        process = self._spawned.process
+        code, signal = _decode_status(self._status)
+        if isinstance(process, Supervised):
+            # A shim keeps the timeout too, and may have ended the leader
+            # (SIGTERM, at the deadline) before the caller's timer woke.
+            return Exit(code, signal, process.memory_peak, timed_out=process.timed_out)
+        return Exit(code, signal)
 
-        A background process may hold the pipes open for as long as it lives;
-        past the drain period the readers wait no more, but still take what
-        the pipes hold: the command's last words, which a loop too busy to
-        read them within the drain period (many commands at once, a stalled
-        machine) sees after the exit. A background child that writes on gets
-        one more drain period and a pipe's worth (see `_read`).
-        """
-        if not self._readers:
-            # Both pipes ended before the exit was read (a short command):
-            # nothing to wait for, and no trip through the event loop.
-            self._stopping = True
+    async def write(self, data: bytes) -> None:
+        """Write `data` to the stdin pipe (or the terminal)."""
+        view = memoryview(data)
+        while view:
+            fd = self._spawned.stdin
+            if fd is None:
+                raise ExecutorError("the command's stdin is closed")
+            try:
+                written = os.write(fd, view[: 1 << 16])
+            except BlockingIOError:
+                await anyio.wait_writable(fd)
+                continue
+            except OSError:
+                # The command stopped reading; what it did not take is its choice.
+                return
+            view = view[written:]
+
+    async def close_input(self) -> None:
+        """Close our end of the stdin pipe."""
+        fd, self._spawned.stdin = self._spawned.stdin, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    async def signal(self, number: int) -> None:
+        """Send `number` to the command's process group (through its sandbox, where it has one)."""
+        spawned = self._spawned
+        if spawned.signaller is not None:
+            await spawned.signaller(number)
             return
-        with anyio.move_on_after(self._drain_timeout):
-            await self._readers_done.wait()
-        self._stopping = True
-        for waiter in self._waiters:
-            waiter.interrupt()
-        # The readers now take what the pipes hold, without waiting. After a
-        # normal exit a busy sink is the caller's own backpressure and is
-        # waited for; after a timeout the readers get one more drain period
-        # (and at least `_LAST_LOOK`, to take their look at all).
-        bound = max(self._drain_timeout, _LAST_LOOK) if timed_out else math.inf
-        with anyio.move_on_after(bound):
-            await self._readers_done.wait()
+        # The group id is pinned only while the leader is unreaped;
+        # this check and the kill run with no await between.
+        if spawned.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(spawned.pid, number)
 
-    async def _kill(self) -> None:
-        """Kill the whole tree and reap the child (call through `run_to_completion`)."""
+    async def resize(self, cols: int, rows: int) -> None:
+        """Set the terminal's size."""
+        if self._master is None:
+            raise ExecutorError("the session's terminal is closed")
+        size = struct.pack("HHHH", rows, cols, 0, 0)
+        with contextlib.suppress(OSError):
+            fcntl.ioctl(self._master, termios.TIOCSWINSZ, size)
+
+    async def kill(self, grace: float) -> None:
+        """Kill the whole tree and, before the exit is known, reap the child."""
         spawned = self._spawned
         if isinstance(spawned.process, Supervised) and spawned.process.failed:
             self._status = _START_FAILED << 8  # never started: nothing to end
@@ -1265,12 +1229,13 @@ class ProcessRun:
         # The group and session ids are pinned only while the leader is unreaped:
         # after that an unrelated process may get the same number.
         if isinstance(spawned.process, Supervised):
-            await end_tree(spawned, grace=self._kill_grace)
+            await end_tree(spawned, grace=grace)
         else:
             group = spawned.group if self._status is None else None
-            await kill_tree(spawned.tag, grace=self._kill_grace, group=group, since=spawned.started)
-        if self._status is None:
+            await kill_tree(spawned.tag, grace=grace, group=group, since=spawned.started)
             spawned.end_served()
+        # A session's kill may come while the run waits for the exit: that wait reaps.
+        if self._status is None and not self._waiting:
             try:
                 self._status = await wait_exit(spawned)
             except (StartFailed, ExecutorError):
@@ -1280,7 +1245,21 @@ class ProcessRun:
                     raise
                 self._status = _START_FAILED << 8
 
-    async def _read(self, fd: int, kind: Callable[[bytes], Chunk]) -> None:
+    def finish(self) -> None:
+        """Close the pipes (and, unless the tree is kept for a session, the handles on it)."""
+        self._spawned.close(keep_tree=self._keep_tree)
+
+    async def release(self) -> None:
+        """Close what a session kept: the handles on the tree, the terminal."""
+        self._spawned.close()
+        master, self._master = self._master, None
+        if master is not None:
+            with contextlib.suppress(OSError):
+                os.close(master)
+
+    async def _read(
+        self, fd: int, kind: Callable[[bytes], Chunk], emit: Emit, drain: Drain
+    ) -> None:
         # Output is gathered into one buffer, reused, and copied out a chunk
         # at a time: reads go on, with no trip through the event loop, until
         # the pipe is empty or the buffer full. Quiet output (a line, a
@@ -1296,7 +1275,7 @@ class ProcessRun:
         buffer = bytearray(_FIRST_READ)
         view = memoryview(buffer)
         waiter = _Readable(fd)
-        self._waiters.append(waiter)
+        unregister = drain.on_stop(waiter.interrupt)
         try:
             capacity = fcntl.fcntl(fd, _F_GETPIPE_SZ)
         except OSError:
@@ -1325,7 +1304,7 @@ class ProcessRun:
         next_turn = 0.0
         try:
             while allowance > 0 and not ended:
-                if drained and not self._stopping:
+                if drained and not drain.stopping:
                     await waiter.wait()
                     waited = True
                 try:
@@ -1350,7 +1329,7 @@ class ProcessRun:
                             view = memoryview(buffer)
                     flooding = size >= _GATHER
                 except BlockingIOError:
-                    if self._stopping:
+                    if drain.stopping:
                         return
                     drained = True
                     continue
@@ -1371,7 +1350,7 @@ class ProcessRun:
                 # read after that is the last, passed on all the same (nothing
                 # read is dropped).
                 last = False
-                if self._stopping:
+                if drain.stopping:
                     if owed is None:
                         owed = _pending(fd, queued)
                         beyond = 0
@@ -1382,7 +1361,7 @@ class ProcessRun:
                         allowance -= beyond
                         now = anyio.current_time()
                         if last_call is None:
-                            last_call = now + self._drain_timeout
+                            last_call = now + drain.period
                         else:
                             last = now > last_call
                 # Data that came without a wait is a flood: reads would never
@@ -1396,51 +1375,16 @@ class ProcessRun:
                     if flood:
                         next_turn = clock + _FLOOD_TURN
                 waited = False
-                await self._emit(kind(data))
+                await emit(kind(data))
                 if last:
                     return
                 if flood:
                     # The chunk is delivered already: a cancellation here cuts nothing.
                     await anyio.lowlevel.checkpoint()
         finally:
-            self._waiters.remove(waiter)
+            unregister()
             waiter.close()
             view.release()
-            self._readers -= 1
-            if not self._readers:
-                self._readers_done.set()
-
-    async def _emit(self, chunk: Chunk) -> None:
-        self._buffer.append(chunk)
-        if self._sink is None:
-            return
-        result = self._sink(chunk)
-        if inspect.isawaitable(result):
-            # Two readers feed one sink: the lock (FIFO) keeps an async sink's
-            # calls in the order the chunks were read.
-            if self._sink_lock is None:
-                # fast_acquire: an uncontended lock costs no trip through the
-                # event loop, which would add to every chunk's latency.
-                self._sink_lock = anyio.Lock(fast_acquire=True)
-            async with self._sink_lock:
-                await result
-
-    async def _write_stdin(self, fd: int) -> None:
-        data = memoryview(self._stdin or b"")
-        try:
-            while data:
-                try:
-                    written = os.write(fd, data[: 1 << 16])
-                except BlockingIOError:
-                    await anyio.wait_writable(fd)
-                    continue
-                except BrokenPipeError:
-                    # The command stopped reading; what it did not take is its choice.
-                    return
-                data = data[written:]
-        finally:
-            os.close(fd)
-            self._spawned.stdin = None
 
 
 def _pending(fd: int, queued: array.array[int]) -> int:
@@ -1482,13 +1426,6 @@ def _gather(fd: int, view: memoryview) -> tuple[int, bool]:
             return size, True
         size += got
     return size, False
-
-
-def _unwrap(exc: BaseException) -> BaseException:
-    # One level: the group our task group made. A sink's own group stays whole.
-    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        return exc.exceptions[0]
-    return exc
 
 
 _TICKS = os.sysconf("SC_CLK_TCK")

@@ -157,15 +157,6 @@ class TestDockerExecRun(RunContract):
 class TestSshLifecycle(LifecycleContract, OutputContract, RunContract):
     """An SshExecutor against a real sshd."""
 
-    known_failures: ClassVar[Mapping[str, str]] = {
-        "test_what_a_command_wrote_is_read_however_late_the_loop_gets_to_it": (
-            "the last words are read only within drain_timeout of the exit: sshd may send "
-            "exit-status before the last of the output, and ChannelRun stops at the drain "
-            "period's end, not at the channel's EOF (with drain_timeout=0, 130 of 180 "
-            "concurrent `echo`s came back short or empty, and 3 of 30 run one at a time)"
-        ),
-    }
-
     @pytest.fixture
     def anyio_backend(self) -> str:
         """Only asyncio: asyncssh has no trio support."""

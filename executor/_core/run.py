@@ -68,7 +68,8 @@ class Exit:
     """How a command ended, as its backend saw it.
 
     Attributes:
-        code: The exit code (128 + N for a death by signal N).
+        code: The exit code (128 + N for a death by signal N); `None` where
+            the end is not known (a connection lost: see `Run.settle`).
         signal: The signal that killed it, if one did.
         memory_peak: The peak memory of its tree in bytes, where a cgroup counted it.
         timed_out: The backend's own clock ended it at the timeout (a
@@ -76,7 +77,7 @@ class Exit:
 
     """
 
-    code: int
+    code: int | None
     signal: int | None = None
     memory_peak: int | None = None
     timed_out: bool = False

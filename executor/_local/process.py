@@ -681,7 +681,7 @@ class Supervisor:
         the command has started: its pid is 0 until `wait_exit` reads the
         shim's report of its end (the shim sends no start report then), and a
         start that fails raises `StartFailed` there.
-        The caller's own setup (a `ProcessRun`'s readers) then runs while
+        The caller's own setup (a `LocalRun`'s readers) then runs while
         the shim wakes and starts the command, and its process wakes once
         for the command, not also for its start.
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import itertools
 import math
 import os
@@ -57,11 +58,12 @@ from executor._core.commands import (
 from executor._core.errors import ExecutorError, TimedOut
 from executor._core.output import CommandOutput, Stdout
 from executor._core.proc import TREE_VARIABLE
+from executor._core.run import drive
+from executor._core.session import ProcessSession, RunSession
 from executor._files.rules import normalise_extensions
 from executor._ssh.errors import (
     ConnectAttempt,
     channel_error,
-    command_lost,
     connect_error,
     connection_lost,
     file_errors,
@@ -75,11 +77,11 @@ from executor._ssh.errors import (
     sftp_start_error,
     translated,
 )
+from executor._ssh.run import SshRun
 
 if TYPE_CHECKING:
     import asyncssh
 
-    from executor._core.session import ProcessSession
     from executor._ssh.remote import CommandChannel, HostKeyWitness
 
 _T = TypeVar("_T")
@@ -362,10 +364,17 @@ class SshExecutor(CommandRunner):
                 interpreter's stdin).
 
         """
-        from executor._ssh.session import SshSession
-
         argv = self._session_argv(cmd)
-        return SshSession(self, cmd, argv, pty=pty)
+        return RunSession(
+            functools.partial(self.open_run, cmd, argv, pty=pty),
+            pty=pty,
+            initial_stdin=cmd.stdin,
+            finish=self._checked,
+            output_buffer=self.output_buffer,
+            timeout=self._timeout(cmd),
+            kill_grace=self.kill_grace,
+            drain_timeout=self.drain_timeout,
+        )
 
     async def stream_files(
         self, path: StrPath, extensions: Iterable[str] | None = None
@@ -690,12 +699,10 @@ class SshExecutor(CommandRunner):
         tag = f"{self._id}/{next(self._serial)}"
         return self._command_line(cmd, argv, tag, removed, changed), tag
 
-    async def open_run(
-        self, cmd: Command, argv: Sequence[str], sink: Sink | None, *, pty: bool = False
-    ) -> ChannelRun:
+    async def open_run(self, cmd: Command, argv: Sequence[str], *, pty: bool = False) -> SshRun:
         """Start `argv` for `cmd` in a channel of its own; the run that streams it to its end.
 
-        `exec_cmd` and sessions (`SshSession`) start their commands here.
+        `exec_cmd` and sessions start their commands here.
 
         Raises:
             ExecutorError: The executor is closed or runs under trio, or the
@@ -704,17 +711,26 @@ class SshExecutor(CommandRunner):
         """
         self._check_open()
         line, tag = await self._prepare(cmd, argv)
-        started = anyio.current_time()
         # From now on aclose() has remote processes to end.
         self._started = True
         channel, session = await self._open_channel(line, tag, pty=pty)
-        return ChannelRun(self, channel, session, tag, sink, started)
+        return SshRun(_Host(self), channel, session, tag)
 
     async def _process(
         self, cmd: Command, argv: Sequence[str], stdin: bytes | None, sink: Sink | None
     ) -> CommandOutput:
-        run = await self.open_run(cmd, argv, sink)
-        return self._checked(await run.run(self._timeout(cmd), stdin=stdin))
+        run = await self.open_run(cmd, argv)
+        output = await drive(
+            run,
+            buffer=self.output_buffer(sink),
+            sink=sink,
+            # Without stdin the command reads an empty one at once.
+            stdin=b"" if stdin is None else stdin,
+            timeout=self._timeout(cmd),
+            kill_grace=self.kill_grace,
+            drain_timeout=self.drain_timeout,
+        )
+        return self._checked(output)
 
     async def _kill(self, tag: str, grace: float | None = None, *, settle: bool = False) -> None:
         """Kill the remote tree tagged `tag` through a channel of its own.
@@ -847,139 +863,29 @@ class SshExecutor(CommandRunner):
         return CommandOutput(duration=anyio.current_time() - started)
 
 
-class ChannelRun:
-    """One command's channel, streamed to its end: chunks to a buffer and sink, exit, cleanup.
+@attrs.frozen
+class _Host:
+    """An executor as its runs see it (`executor._ssh.run.Host`)."""
 
-    `SshExecutor.open_run` makes it. A session (`SshSession`) writes to
-    `channel` and reads `session`'s state, and ends the tree with `kill`.
-    """
+    executor: SshExecutor
 
-    def __init__(
-        self,
-        executor: SshExecutor,
-        channel: Any,
-        session: CommandChannel,
-        tag: str,
-        sink: Sink | None,
-        started: float,
-    ) -> None:
-        self.channel = channel
-        self.session = session
-        self._executor = executor
-        self._tag = tag
-        self._sink = sink
-        self._started = started
-        self._buffer = executor.output_buffer(sink)
+    @property
+    def closed(self) -> bool:
+        return self.executor._closed
 
-    async def kill(self, grace: float | None = None) -> None:
-        """Kill the command's whole remote tree: SIGTERM, `grace` (or `kill_grace`), SIGKILL.
+    @property
+    def where(self) -> str:
+        return self.executor._where()
 
-        Call it through `run_to_completion`. Also after the exit: it ends
-        the background processes the command left.
-        """
-        session = self.session
-        # Not exited yet: it may have only just started, and not carry its tag yet.
-        settle = not session.ended and not session.closed
-        await self._executor._kill(self._tag, grace, settle=settle)
+    @property
+    def kill_grace(self) -> float:
+        return self.executor.kill_grace
 
-    async def signal(self, number: int) -> None:
-        """Send signal `number` to the command's process group, if it still runs."""
-        session = self.session
-        if not session.ended and not session.closed:
-            await self._executor._signal_group(self._tag, number)
+    async def kill(self, tag: str, grace: float, *, settle: bool) -> None:
+        await self.executor._kill(tag, grace, settle=settle)
 
-    async def run(
-        self, timeout: float | None, *, stdin: bytes | None, close_input: bool = True
-    ) -> CommandOutput:
-        """Run to the end and return the output; `close_input=False` leaves stdin to a session.
-
-        Raises:
-            TimedOut: The timeout passed; the remote tree was killed.
-            ExecutorError: The connection was lost while the command ran.
-            BaseException: Whatever the sink raised, or a cancellation; the
-                remote tree is killed before it propagates.
-
-        """
-        channel, session = self.channel, self.session
-        # A command that ended already (the server closed the channel) did
-        # not want its input: what it did not take is its choice, as locally.
-        with contextlib.suppress(BrokenPipeError):
-            if stdin:
-                channel.write(stdin)
-            if close_input:
-                # Without stdin the command reads an empty one at once.
-                channel.write_eof()
-        timed_out = False
-        try:
-            deadline = anyio.current_time() + (math.inf if timeout is None else timeout)
-            if not await self._pump(until_exit=True, deadline=deadline):
-                timed_out = True
-                await run_to_completion(self.kill)
-            # Output still on its way after the exit, while nothing else holds the pipes.
-            await self._pump(
-                until_exit=False, deadline=anyio.current_time() + self._executor.drain_timeout
-            )
-            # A cancellation that came while the kill ran wins over the result.
-            await anyio.lowlevel.checkpoint_if_cancelled()
-        except BaseException:
-            if not timed_out:  # Killed already otherwise.
-                await run_to_completion(self.kill)
-            raise
-        finally:
-            # Its slot is freed when the server has closed its end too.
-            channel.close()
-        output = self._output()
-        if timed_out:
-            assert timeout is not None
-            raise TimedOut(timeout, output)
-        if not session.ended:
-            if self._executor._closed:
-                # aclose() killed what the executor started, this tree with it.
-                raise ExecutorError("the executor was closed while the command ran", output)
-            # What still runs over there is found by its tag from a new connection.
-            await run_to_completion(self.kill)
-            raise command_lost(self._executor._where(), output) from session.error
-        return output
-
-    async def _pump(self, *, until_exit: bool, deadline: float) -> bool:
-        """Deliver chunks until the command exits (`until_exit`) or its output ends.
-
-        Returns False when `deadline` passed first. Only the waits for data
-        are cut short: a chunk being handed to the sink is never abandoned
-        midway, so the sink sees every chunk the output keeps.
-        """
-        session = self.session
-        sink = self._sink
-
-        def finished() -> bool:
-            return session.closed or (session.ended and (until_exit or session.eof))
-
-        while True:
-            while (chunk := session.take()) is not None:
-                self._buffer.append(chunk)
-                if sink is not None:
-                    await call_sink(sink, chunk)
-                if anyio.current_time() >= deadline and not finished():
-                    return False  # A flood that never pauses still meets its deadline.
-            if finished():
-                return True
-            remaining = deadline - anyio.current_time()
-            if remaining <= 0:
-                return False
-            with anyio.move_on_after(remaining):
-                await session.wait()
-
-    def _output(self) -> CommandOutput:
-        session = self.session
-        duration = anyio.current_time() - self._started
-        number: int | None = None
-        if session.exit_signal is not None:
-            name = session.exit_signal
-            with contextlib.suppress(KeyError):
-                number = int(signal.Signals[f"SIG{name}"])
-        if number is not None:
-            return self._buffer.output(exit_code=128 + number, signal=number, duration=duration)
-        return self._buffer.output(exit_code=session.exit_status, duration=duration)
+    async def signal_group(self, tag: str, number: int) -> None:
+        await self.executor._signal_group(tag, number)
 
 
 async def _write_atomically(sftp: Any, path: bytes, content: bytes) -> None:

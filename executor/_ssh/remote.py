@@ -62,6 +62,8 @@ class CommandChannel(asyncssh.SSHClientSession[bytes]):
         self.closed = False
         self.error: Exception | None = None
         self._wakeup = asyncio.Event()
+        # Set at the exit or the close: what a run's wait for the exit awaits.
+        self._over = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
         self._closed_callbacks: list[Callable[[], None]] = []
@@ -92,17 +94,20 @@ class CommandChannel(asyncssh.SSHClientSession[bytes]):
         """Note the exit status."""
         self.exit_status = status
         self._wakeup.set()
+        self._over.set()
 
     def exit_signal_received(self, signal: str, core_dumped: bool, msg: str, lang: str) -> None:
         """Note the signal that ended the command."""
         self.exit_signal = signal
         self._wakeup.set()
+        self._over.set()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """The channel is closed (by the server, by us, or with the connection)."""
         self.closed = True
         self.error = exc
         self._wakeup.set()
+        self._over.set()
         self._writable.set()
         callbacks, self._closed_callbacks = self._closed_callbacks, []
         for callback in callbacks:
@@ -142,6 +147,10 @@ class CommandChannel(asyncssh.SSHClientSession[bytes]):
     def ended(self) -> bool:
         """Whether the command exited (with a status or a signal)."""
         return self.exit_status is not None or self.exit_signal is not None
+
+    async def exited(self) -> None:
+        """Wait until the command exits or the channel is closed."""
+        await self._over.wait()
 
     async def wait(self) -> None:
         """Wait until something arrives: a chunk, the end of output, the exit, the close."""

@@ -31,6 +31,7 @@ import _harness as h
 __all__ = [
     "BASELINE_COMMIT",
     "BASHLEX_PARSER_COMMIT",
+    "RUN_PATHS_BASE_COMMIT",
     "baseline_tree",
     "load_module",
     "run_worker_in",
@@ -44,6 +45,10 @@ BASELINE_COMMIT = "541d7319b1b30216de0418d99bfeac94586ce135"
 # 2f96c22 last changed). The same commit as `BASELINE_COMMIT` today, pinned on
 # its own so that moving one baseline leaves the other where it is.
 BASHLEX_PARSER_COMMIT = "541d7319b1b30216de0418d99bfeac94586ce135"
+# The code before the run interface (one command's start, output, drain, kill
+# and wait behind a single run interface every backend implements): the
+# commit `bench_run_paths.py` compares the working tree with.
+RUN_PATHS_BASE_COMMIT = "8a180271dfaef7cad097adc32468c9de455e3e7d"
 ROOT = Path(__file__).resolve().parent.parent
 
 

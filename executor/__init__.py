@@ -9,6 +9,13 @@ async with LocalExecutor("/srv/checkout", default_timeout=30) as ex:
 ```
 """
 
+# `ToolExecutor.shell()`, `scoped()` and `read_only()` build what these two folders
+# hold, above the core: imported, each puts in the core's registry a loader of its
+# code (`executor._core.registry`). Python runs this module before any other of the
+# package, so the loaders are in place before any executor exists; the folders import
+# nothing else until their code is first used.
+from executor import _shells, _wrappers  # noqa: F401
+
 # Not `typing.TYPE_CHECKING`: importing `typing` costs more than all the rest
 # of `import executor`. Type checkers take any name TYPE_CHECKING as true.
 TYPE_CHECKING = False
@@ -70,9 +77,12 @@ if TYPE_CHECKING:
     from executor._core.base import (
         DEFAULT_OUTPUT_LIMIT as DEFAULT_OUTPUT_LIMIT,
         DEFAULT_STREAM_OUTPUT_LIMIT as DEFAULT_STREAM_OUTPUT_LIMIT,
+        CheckedExecutor as CheckedExecutor,
         LoadedFile as LoadedFile,
+        PersistentShell as PersistentShell,
         Sink as Sink,
         ToolExecutor as ToolExecutor,
+        WrappedExecutor as WrappedExecutor,
     )
     from executor._core.commands import (
         Command as Command,
@@ -108,6 +118,7 @@ if TYPE_CHECKING:
         Chunk as Chunk,
         CommandOutput as CommandOutput,
         Elision as Elision,
+        ShellOutput as ShellOutput,
         Stderr as Stderr,
         Stdout as Stdout,
     )
@@ -117,10 +128,6 @@ if TYPE_CHECKING:
         SessionChunk as SessionChunk,
         WrappedSession as WrappedSession,
     )
-    from executor._core.shell import (
-        PersistentShell as PersistentShell,
-        ShellOutput as ShellOutput,
-    )
     from executor._core.stdin import (
         Bytes as Bytes,
         Resize as Resize,
@@ -128,12 +135,6 @@ if TYPE_CHECKING:
         StdinEvent as StdinEvent,
         Text as Text,
         UnixSignal as UnixSignal,
-    )
-    from executor._core.wrappers import (
-        CheckedExecutor as CheckedExecutor,
-        ReadOnly as ReadOnly,
-        ScopedExecutor as ScopedExecutor,
-        WrappedExecutor as WrappedExecutor,
     )
     from executor._docker.build import (
         BuiltImage as BuiltImage,
@@ -279,6 +280,8 @@ if TYPE_CHECKING:
         TOOL_NAMES as TOOL_NAMES,
         Toolset as Toolset,
     )
+    from executor._wrappers.read_only import ReadOnly as ReadOnly
+    from executor._wrappers.scoped import ScopedExecutor as ScopedExecutor
 
 __version__ = "0.1.0"
 
@@ -306,7 +309,7 @@ _HOME_OF: dict[str, str] = {
     "Bytes": "executor._core.stdin",
     "Cancelled": "executor._agents.events",
     "check_script": "executor._policies.rules",
-    "CheckedExecutor": "executor._core.wrappers",
+    "CheckedExecutor": "executor._core.base",
     "Chunk": "executor._core.output",
     "Claim": "executor._journal.protocol",
     "CodeChunk": "executor._builtins.interpreter",
@@ -385,7 +388,7 @@ _HOME_OF: dict[str, str] = {
     "parse_script": "executor._shell.parser",
     "PathRefused": "executor._core.errors",
     "PendingToolCall": "executor._agents.events",
-    "PersistentShell": "executor._core.shell",
+    "PersistentShell": "executor._core.base",
     "PolicyDenied": "executor._core.errors",
     "ProcessSession": "executor._core.session",
     "Progress": "executor._tools.handle",
@@ -395,18 +398,18 @@ _HOME_OF: dict[str, str] = {
     "RaySession": "executor._ray.executor",
     "READ_ONLY_TOOLS": "executor._toolset.toolset",
     "ReadFile": "executor._core.commands",
-    "ReadOnly": "executor._core.wrappers",
+    "ReadOnly": "executor._wrappers.read_only",
     "Resize": "executor._core.stdin",
     "RestrictedUrl": "executor._tools.args",
     "RunInterrupted": "executor._core.errors",
     "Sandbox": "executor._sandbox.sandbox",
     "SandboxSupport": "executor._sandbox.sandbox",
-    "ScopedExecutor": "executor._core.wrappers",
+    "ScopedExecutor": "executor._wrappers.scoped",
     "Secrets": "executor._policies.policies",
     "SessionChunk": "executor._core.session",
     "Shell": "executor._core.commands",
     "ShellExited": "executor._core.errors",
-    "ShellOutput": "executor._core.shell",
+    "ShellOutput": "executor._core.output",
     "ShellParseError": "executor._core.errors",
     "Signal": "executor._core.stdin",
     "SimpleCommand": "executor._shell.words",
@@ -462,7 +465,7 @@ _HOME_OF: dict[str, str] = {
     "Window": "executor._tools.policies",
     "WorkspaceGlob": "executor._tools.args",
     "WorkspacePath": "executor._tools.args",
-    "WrappedExecutor": "executor._core.wrappers",
+    "WrappedExecutor": "executor._core.base",
     "WrappedSession": "executor._core.session",
     "WriteFile": "executor._core.commands",
 }

@@ -39,7 +39,7 @@ import anyio
 import pytest
 import sniffio
 
-from executor._core.base import LoadedFile, ToolExecutor, file_failure
+from executor._core.base import LoadedFile, PersistentShell, ToolExecutor, file_failure
 from executor._core.commands import Command, ReadFile, StrPath, WriteFile
 from executor._core.errors import (
     CommandError,
@@ -50,9 +50,8 @@ from executor._core.errors import (
     TimedOut,
 )
 from executor._core.jobs import Job, JobState
-from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
+from executor._core.output import Chunk, CommandOutput, ShellOutput, Stderr, Stdout
 from executor._core.session import ProcessSession
-from executor._core.shell import PersistentShell, ShellOutput
 from executor._core.stdin import Bytes, Resize, Signal, Text, UnixSignal
 from executor._files.rules import (
     Compiled,

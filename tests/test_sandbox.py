@@ -41,7 +41,7 @@ from executor import (
     ToolExecutor,
     UnixSignal,
 )
-from executor._core.wrappers import read_only_commands
+from executor._core.readonly import read_only_commands
 from executor._sandbox import programs
 from executor._sandbox.sandbox import find_program, setuid_problem
 from executor.testing import ExecutorContract, ReadOnlyContract, SessionContract

@@ -83,17 +83,17 @@ from executor._builtins.logtail_offsets import (
     positions_path,
 )
 from executor._builtins.logtail_sources import FileInfo, FileSource, LocalFiles, ShellFiles
-from executor._core.base import ToolExecutor
+from executor._core.base import CheckedExecutor, ToolExecutor
 from executor._core.commands import Command
 from executor._core.errors import ExecutorError, InvalidArgument, ToolStreamError
 from executor._core.stdin import StdinEvent
-from executor._core.wrappers import CheckedExecutor, ReadOnly
 from executor._local.executor import LocalExecutor
 from executor._tools.handle import Progress, TaskHandle, ToolChannel
 from executor._tools.policies import Window
 from executor._tools.replay import current_tool_run
 from executor._tools.tool import StreamingTool
 from executor._tools.tools import AgentContext
+from executor._wrappers.read_only import ReadOnly
 
 # Bytes read from a file at a time: large enough that a read costs little per
 # line, small enough that the event loop gets its turn between blocks.

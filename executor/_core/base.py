@@ -1,4 +1,14 @@
-"""The `ToolExecutor` base class: a backend implements two methods and gets the rest."""
+"""The core's interfaces: `ToolExecutor`, the `PersistentShell` it gives, the wrapper bases.
+
+A backend implements `ToolExecutor`'s two abstract methods and gets the
+rest; `CommandRunner` is what the backends that run commands themselves
+share; `WrappedExecutor` and `CheckedExecutor` are what every wrapper and
+policy builds on. They live in one module because they name each other (a
+wrapper's `shell()` wraps the shell, `PersistentShell.wrap` takes the
+wrapper). What `shell()`, `scoped()` and `read_only()` build lives in layers
+above the core (`executor._shells`, `executor._wrappers`), which fill the
+core's registry (`executor._core.registry`) that those methods read.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +18,12 @@ import inspect
 import os
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeAlias, TypeVar, cast
 
 import anyio
 import attrs
 
+from executor._core import registry
 from executor._core.cleanup import run_to_completion
 from executor._core.commands import (
     NO_LOGIN_SHELL,
@@ -22,10 +33,11 @@ from executor._core.commands import (
     ReadFile,
     Shell,
     StrPath,
+    Timeout,
     WriteFile,
-    _timeout as _timeout_seconds,
     process_argv,
     session_argv,
+    timeout_seconds,
 )
 from executor._core.errors import CommandError, ExecutorError, NonZeroExit
 from executor._core.output import (
@@ -33,6 +45,7 @@ from executor._core.output import (
     CommandOutput,
     Elision,
     OutputBuffer,
+    ShellOutput,
     Stderr,
     count_newlines,
 )
@@ -40,9 +53,8 @@ from executor._core.render import signal_name
 from executor._core.resource import AsyncResource
 
 if TYPE_CHECKING:
+    from executor._core.jobs import Job, JobStatus
     from executor._core.session import ProcessSession
-    from executor._core.shell import PersistentShell
-    from executor._core.wrappers import ReadOnly, ScopedExecutor
 
 P = ParamSpec("P")
 W = TypeVar("W", bound="ToolExecutor")
@@ -139,8 +151,8 @@ class ToolExecutor(AsyncResource):
     """Runs commands somewhere: a backend implements `exec_cmd` and `stream_files`.
 
     Everything else has a default built on those two: streaming that reports
-    the chunks once the command is done, `scoped()`, `read_only()`, and an
-    `async with` block that calls `aclose()`.
+    the chunks once the command is done, `shell()`, `scoped()`, `read_only()`,
+    and an `async with` block that calls `aclose()`.
     """
 
     @abc.abstractmethod
@@ -205,9 +217,9 @@ class ToolExecutor(AsyncResource):
             env: Variables set in it at its start.
 
         """
-        from executor._core.shell import PersistentShell
-
-        return PersistentShell(self, login=bool(login), cwd=cwd, env=env)
+        return cast(ShellMaker, _provided(registry.shell, "shell"))(
+            self, login=bool(login), cwd=cwd, env=env
+        )
 
     @abc.abstractmethod
     def stream_files(
@@ -230,17 +242,23 @@ class ToolExecutor(AsyncResource):
         """Whether the OS keeps this executor's commands from writing (a sandbox)."""
         return False
 
-    def scoped(self, path: StrPath) -> ScopedExecutor:
-        """Return an executor whose commands run in `path`, relative to this one's."""
-        from executor._core.wrappers import ScopedExecutor
+    def scoped(self, path: StrPath) -> CheckedExecutor:
+        """Return an executor whose commands run in `path`, relative to this one's.
 
-        return ScopedExecutor(self, path)
+        It is a `ScopedExecutor(self, path)`, a `CheckedExecutor`: that class
+        lives above the core (`executor._wrappers`), so it is typed as its base.
+        """
+        make = cast(ScopedMaker, _provided(registry.scoped, "scoped"))
+        return make(self, path)
 
-    def read_only(self) -> ReadOnly:
-        """Return an executor that refuses every command that could write."""
-        from executor._core.wrappers import ReadOnly
+    def read_only(self) -> CheckedExecutor:
+        """Return an executor that refuses every command that could write.
 
-        return ReadOnly(self)
+        It is a `ReadOnly(self)`, a `CheckedExecutor`: that class lives above
+        the core (`executor._wrappers`), so it is typed as its base.
+        """
+        make = cast(ReadOnlyMaker, _provided(registry.read_only, "read_only"))
+        return make(self)
 
     def with_policy(
         self,
@@ -263,6 +281,259 @@ class ToolExecutor(AsyncResource):
         A second call does nothing. Most executors hold nothing, so this
         default has nothing to do.
         """
+
+
+class PersistentShell(AsyncResource):
+    """A long-lived shell from `ex.shell()`; `async with` it, then `run` commands in it.
+
+    Entering starts the shell (raising as `exec_cmd` would if it cannot
+    start); leaving, or `aclose()`, kills it and every job, and waits for
+    them. A shell is entered and left in the same task.
+
+    One command runs at a time: a second `run` (or `start_job`, which reads
+    the shell's state) waits for the one running, first come first served;
+    its timeout counts from when it starts. Jobs run beside the shell and
+    each other. The package's shell (`executor._shells.shell`) says how it
+    frames and interrupts commands.
+    """
+
+    @abc.abstractmethod
+    def wrap(self, wrapper: WrappedExecutor) -> None:
+        """Route every `run` and `start_job` through `wrapper`'s own checks and records.
+
+        A wrapper's `shell()` calls this on the shell of the executor it
+        wraps: each command then goes through a copy of `wrapper` whose inner
+        executor is this shell, by the wrapper's `exec_cmd_streaming` (a run)
+        or `start` (a job), as a command of `exec_cmd` would.
+
+        Raises:
+            ExecutorError: The shell was entered already.
+
+        """
+
+    @abc.abstractmethod
+    def change_start(self, change: Callable[[Command], Command]) -> None:
+        """Change the command that starts the shell process (`Secrets` removes credentials).
+
+        Raises:
+            ExecutorError: The shell was entered already.
+
+        """
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Kill every job and the shell, then wait till they are gone; a second call is harmless."""
+
+    @property
+    @abc.abstractmethod
+    def pid(self) -> int | None:
+        """The pid of the running shell on its host (as `$$` says), if one runs."""
+
+    @property
+    @abc.abstractmethod
+    def state_lost(self) -> bool:
+        """Whether the last `run` ran in a fresh shell that replaced a lost one."""
+
+    @property
+    @abc.abstractmethod
+    def restarts(self) -> int:
+        """How many times a fresh shell replaced one that had ended."""
+
+    @abc.abstractmethod
+    async def run(
+        self,
+        command: str,
+        *,
+        timeout: Timeout = None,
+        stdin: str | bytes | None = None,
+        sink: Sink | None = None,
+    ) -> ShellOutput:
+        """Run `command` in the shell and return its own output.
+
+        Args:
+            command: A shell script, run as typed at the prompt (it may span lines).
+            timeout: Seconds before it is interrupted (the shell's default if `None`).
+            stdin: Its input, then end of file; without it, it reads end of file at once.
+            sink: Called with each chunk of its output as it is read.
+
+        Raises:
+            NonZeroExit: It exited with a code other than 0.
+            TimedOut: It ran past `timeout` and was interrupted.
+            ShellExited: It ended the shell (or the shell died while it ran).
+            PolicyDenied: A policy of the executor refused it; nothing ran.
+            ExecutorError: The shell is closed, or could not start.
+
+        """
+
+    @abc.abstractmethod
+    async def start_job(self, command: str, *, timeout: Timeout = None) -> Job:
+        """Start `command` as a background job beside the shell and return its handle.
+
+        The job is a process of its own (a session of the executor), started
+        in the shell's current working directory with its exported variables,
+        functions and aliases (as they are when the job starts; plain
+        variables and options are not carried). It runs until it ends, is
+        killed, or the shell is closed; a shell restart leaves it running.
+
+        Args:
+            command: The shell script to run.
+            timeout: Seconds before the job is killed (`None`: it runs until it ends).
+
+        Raises:
+            PolicyDenied: A policy of the executor refused it.
+            ExecutorError: The shell is closed, or the job could not start.
+
+        """
+
+    @abc.abstractmethod
+    def jobs(self) -> list[JobStatus]:
+        """Every job this shell started, in start order, finished ones too."""
+
+    @abc.abstractmethod
+    def job(self, job_id: str) -> Job:
+        """The job with this id.
+
+        Raises:
+            ExecutorError: No job of this shell has that id.
+
+        """
+
+
+class WrappedExecutor(ToolExecutor):
+    """An executor that forwards everything to `inner`; subclasses override one thing.
+
+    Forwarding covers streaming, file listing, `enforces_read_only` and the
+    context (`aclose`), so a wrapper that overrides only `exec_cmd`-side checks
+    still streams and closes like the executor it wraps.
+    """
+
+    def __init__(self, inner: ToolExecutor) -> None:
+        self.inner = inner
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Run `cmd` on the inner executor."""
+        return await self.inner.exec_cmd(cmd)
+
+    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
+        """Run `cmd` on the inner executor, streaming to `sink`."""
+        return await self.inner.exec_cmd_streaming(cmd, sink)
+
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Start a session for `cmd` on the inner executor."""
+        return await self.inner.start(cmd, pty=pty)
+
+    def stream_files(
+        self, path: StrPath, extensions: Iterable[str] | None = None
+    ) -> AsyncIterator[LoadedFile]:
+        """List files through the inner executor."""
+        return self.inner.stream_files(path, extensions)
+
+    def shell(
+        self,
+        *,
+        login: bool | None = None,
+        cwd: StrPath | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> PersistentShell:
+        """The inner executor's shell, each `run` and job going through this wrapper.
+
+        Each command goes through a copy of this wrapper whose inner executor
+        is the shell (`PersistentShell.wrap`): a run by `exec_cmd_streaming`
+        (or `exec_cmd`), a job by `start`, so a wrapper's checks and records
+        apply to them as to any command.
+        """
+        shell = self.inner.shell(login=login, cwd=cwd, env=env)
+        shell.wrap(self)
+        return shell
+
+    @property
+    def enforces_read_only(self) -> bool:
+        """Whether the inner executor's OS keeps commands from writing."""
+        return self.inner.enforces_read_only
+
+    async def aclose(self) -> None:
+        """Close the inner executor."""
+        await self.inner.aclose()
+
+
+class CheckedExecutor(WrappedExecutor):
+    """A wrapper that looks at each command before the inner executor runs it.
+
+    Subclasses override `check`, which returns the command to run (the same,
+    or a changed copy) or raises `PolicyDenied`; `exec_cmd`,
+    `exec_cmd_streaming` and `start` all go through it, so a policy cannot be
+    bypassed by streaming or by a session.
+    """
+
+    async def check(self, cmd: Command) -> Command:
+        """Return the command to run in place of `cmd`, or raise `PolicyDenied`."""
+        return cmd
+
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        """Check `cmd`, then run it on the inner executor."""
+        return await self.inner.exec_cmd(await self.check(cmd))
+
+    async def exec_cmd_streaming(self, cmd: Command, sink: Sink) -> CommandOutput:
+        """Check `cmd`, then run it on the inner executor, streaming to `sink`."""
+        return await self.inner.exec_cmd_streaming(await self.check(cmd), sink)
+
+    async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
+        """Check `cmd`, then start a session for it on the inner executor."""
+        return await self.inner.start(await self.check(cmd), pty=pty)
+
+
+class ShellMaker(Protocol):
+    """Builds the shell of `ToolExecutor.shell()`; nothing starts before it is entered.
+
+    `executor._shells` provides it (see `executor._core.registry`). The
+    options: `login` runs a login shell; `cwd` and `env` say where and with
+    what it starts; `default_timeout` is the timeout of a `run` that gives
+    none; `kill_grace` the seconds between SIGINT, SIGTERM and SIGKILL when a
+    command is interrupted; `output_buffer` makes the buffer for one
+    command's output (its cap); `job_buffer` is the bytes of unread output a
+    job keeps.
+    """
+
+    def __call__(
+        self,
+        executor: ToolExecutor,
+        *,
+        login: bool = False,
+        cwd: StrPath | None = None,
+        env: Mapping[str, str] | None = None,
+        default_timeout: float | None = None,
+        kill_grace: float = 1.0,
+        output_buffer: Callable[[], OutputBuffer] | None = None,
+        job_buffer: int | None = None,
+    ) -> PersistentShell: ...
+
+
+ScopedMaker: TypeAlias = Callable[[ToolExecutor, StrPath], CheckedExecutor]
+"""Builds the executor of `ToolExecutor.scoped()` (`executor._wrappers` provides it)."""
+
+ReadOnlyMaker: TypeAlias = Callable[[ToolExecutor], CheckedExecutor]
+"""Builds the executor of `ToolExecutor.read_only()` (`executor._wrappers` provides it)."""
+
+# Where each registry slot is filled, for the error when it is not.
+_PROVIDERS = {
+    "shell": "executor._shells",
+    "scoped": "executor._wrappers",
+    "read_only": "executor._wrappers",
+}
+
+
+def _provided(load: Callable[[], object] | None, slot: str) -> object:
+    """What a slot of the registry loads (`load`, from `registry.<slot>`), or why nothing does."""
+    if load is None:
+        raise ExecutorError(
+            f"ToolExecutor.{slot}() is built by {_PROVIDERS[slot]}, which was not imported: "
+            "importing it fills executor._core.registry (executor/__init__.py does, "
+            "before any other module of the package)"
+        )
+    return load()
 
 
 DEFAULT_OUTPUT_LIMIT = 32 << 20
@@ -386,7 +657,7 @@ class CommandRunner(ToolExecutor):
     """
 
     default_timeout: float | None = attrs.field(
-        default=None, kw_only=True, converter=_timeout_seconds
+        default=None, kw_only=True, converter=timeout_seconds
     )
     env_clear: bool = attrs.field(default=False, kw_only=True)
     env_remove: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=names)
@@ -438,9 +709,7 @@ class CommandRunner(ToolExecutor):
 
         See `ToolExecutor.shell`; `login=None` follows this executor's `login`.
         """
-        from executor._core.shell import PersistentShell
-
-        return PersistentShell(
+        return cast(ShellMaker, _provided(registry.shell, "shell"))(
             self,
             login=self.login if login is None else login,
             cwd=cwd,

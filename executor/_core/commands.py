@@ -54,7 +54,13 @@ def _optional_path(value: StrPath | None) -> str | None:
     return None if value is None else _path(value)
 
 
-def _timeout(value: Timeout) -> float | None:
+def timeout_seconds(value: Timeout) -> float | None:
+    """A timeout as seconds (`None`: none), checked to be positive.
+
+    Raises:
+        InvalidArgument: It is zero or negative.
+
+    """
     if value is None:
         return None
     seconds = value.total_seconds() if isinstance(value, datetime.timedelta) else float(value)
@@ -140,7 +146,7 @@ class Command:
     """
 
     current_dir: str | None = attrs.field(default=None, converter=_optional_path)
-    timeout: float | None = attrs.field(default=None, converter=_timeout)
+    timeout: float | None = attrs.field(default=None, converter=timeout_seconds)
     env: Env = attrs.field(factory=Env, converter=_env)
     env_remove: tuple[str, ...] = attrs.field(default=(), converter=_names)
     env_keep: tuple[str, ...] = attrs.field(default=(), converter=_names)

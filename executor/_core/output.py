@@ -1,4 +1,4 @@
-"""Output values: chunks as they were read, and the output of a finished command."""
+"""Output values: chunks as they were read, and the output of a finished command (or shell run)."""
 
 from __future__ import annotations
 
@@ -136,6 +136,21 @@ class CommandOutput:
 
 
 _EMPTY = CommandOutput()
+
+
+@attrs.frozen(kw_only=True)
+class ShellOutput(CommandOutput):
+    """The output of one command run in a `PersistentShell`.
+
+    Attributes:
+        state_lost: Whether the command ran in a fresh shell that replaced
+            one that had ended (a command exited or killed it, it had to be
+            killed after an interrupt, or it died): the working directory,
+            variables, functions and options set before are gone.
+
+    """
+
+    state_lost: bool = False
 
 
 def _decode(chunks: tuple[Chunk, ...]) -> str:

@@ -36,9 +36,9 @@ from executor._core.commands import (
 from executor._core.errors import ExecutorError, NonZeroExit, TimedOut
 from executor._core.output import CommandOutput, Stderr, Stdout
 from executor._core.proc import boot_clock
+from executor._core.readonly import running_read_only
 from executor._core.run import Run, drive
 from executor._core.session import ProcessSession, RunSession
-from executor._core.wrappers import running_read_only
 from executor._files.rules import normalise_extensions, wanted as wanted_name
 from executor._files.walk import stream_text_files
 from executor._local.confine import (

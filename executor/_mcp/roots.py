@@ -18,11 +18,9 @@ from urllib.parse import unquote, urlsplit
 
 import attrs
 
-from executor._core.base import LoadedFile, ToolExecutor
+from executor._core.base import CheckedExecutor, LoadedFile, PersistentShell, ToolExecutor
 from executor._core.commands import Command, ReadFile, StrPath, WriteFile
 from executor._core.errors import PolicyDenied
-from executor._core.shell import PersistentShell
-from executor._core.wrappers import CheckedExecutor
 
 
 def root_paths(uris: Iterable[str]) -> tuple[str, ...]:

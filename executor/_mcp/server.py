@@ -63,7 +63,6 @@ from executor._core.commands import Command, ReadFile, WriteFile
 from executor._core.errors import CommandError, NonZeroExit, PolicyDenied
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.render import for_model
-from executor._core.wrappers import ScopedExecutor
 from executor._mcp.calls import (
     Call,
     Rounds,
@@ -89,6 +88,7 @@ from executor._policies.policies import Approval
 from executor._tools.tools import Tool, ToolOutput
 from executor._toolset.context import ToolsetContext
 from executor._toolset.toolset import READ_ONLY_TOOLS, Toolset
+from executor._wrappers.scoped import ScopedExecutor
 
 if TYPE_CHECKING:
     import mcp_types

@@ -13,22 +13,26 @@ import os
 import shlex
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
+from typing import Literal, Protocol, TypeAlias
 
 import anyio
 import attrs
 
-from executor._core.base import Sink, ToolExecutor, Watcher, call_sink
+from executor._core.base import (
+    CheckedExecutor,
+    PersistentShell,
+    Sink,
+    ToolExecutor,
+    Watcher,
+    WrappedExecutor,
+    call_sink,
+)
 from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile
 from executor._core.errors import CommandError, PolicyDenied, outcome_of
 from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
 from executor._core.session import ProcessSession, WrappedSession
-from executor._core.wrappers import CheckedExecutor, WrappedExecutor
 from executor._policies.verdict import Verdict
-
-if TYPE_CHECKING:
-    from executor._core.shell import PersistentShell
 
 
 def describe(cmd: Command) -> str:

@@ -38,10 +38,9 @@ from typing import TypeAlias
 import anyio.to_thread
 import attrs
 
-from executor._core.base import ToolExecutor
+from executor._core.base import CheckedExecutor, ToolExecutor
 from executor._core.commands import Command, Exec, ReadFile, Shell, WriteFile
 from executor._core.errors import PolicyDenied, ShellParseError
-from executor._core.wrappers import CheckedExecutor
 from executor._shell.parser import parse_command, parse_script
 from executor._shell.words import (
     Redirect,

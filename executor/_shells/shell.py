@@ -1,4 +1,4 @@
-r"""`PersistentShell`: one long-lived shell whose state carries from command to command.
+r"""`FramedShell`, the package's `PersistentShell`: one long-lived shell whose state carries on.
 
 ```python
 async with ex.shell() as sh:
@@ -50,7 +50,7 @@ import copy
 import secrets
 import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Final, Literal, Self, TypeAlias
 
 import anyio
 import attrs
@@ -59,22 +59,31 @@ from anyio.abc import TaskGroup, TaskStatus
 from executor._core.base import (
     DEFAULT_OUTPUT_LIMIT,
     LoadedFile,
+    PersistentShell,
     Sink,
     ToolExecutor,
+    WrappedExecutor,
     call_sink,
     failure_message,
 )
 from executor._core.cleanup import run_to_completion
-from executor._core.commands import Command, Exec, Shell, StrPath, Timeout, _timeout
+from executor._core.commands import Command, Exec, Shell, StrPath, Timeout, timeout_seconds
 from executor._core.errors import CommandError, ExecutorError, NonZeroExit, ShellExited, TimedOut
 from executor._core.jobs import Job, JobStatus
-from executor._core.output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
+from executor._core.output import (
+    Chunk,
+    CommandOutput,
+    OutputBuffer,
+    ShellOutput,
+    Stderr,
+    Stdout,
+)
+from executor._core.readonly import read_only_commands, running_read_only
 from executor._core.stdin import Bytes, Signal, UnixSignal
-from executor._core.wrappers import read_only_commands, running_read_only
+from executor._shells.jobs import ShellJob
 
 if TYPE_CHECKING:
     from executor._core.session import ProcessSession
-    from executor._core.wrappers import WrappedExecutor
 
 Flavour: TypeAlias = Literal["bash", "sh"]
 
@@ -151,21 +160,6 @@ _CAPTURE: Final[dict[Flavour, str]] = {
     "declare -f; builtin printf '\\000'; alias -p",
     "sh": "printf '%s\\000' \"$PWD\"; export -p",
 }
-
-
-@attrs.frozen(kw_only=True)
-class ShellOutput(CommandOutput):
-    """The output of one command run in a `PersistentShell`.
-
-    Attributes:
-        state_lost: Whether the command ran in a fresh shell that replaced
-            one that had ended (a command exited or killed it, it had to be
-            killed after an interrupt, or it died): the working directory,
-            variables, functions and options set before are gone.
-
-    """
-
-    state_lost: bool = False
 
 
 def _quote(text: str) -> str:
@@ -332,8 +326,8 @@ class _Process:
         return self.exit
 
 
-class PersistentShell:
-    """A long-lived shell from `ex.shell()`; `async with` it, then `run` commands in it.
+class FramedShell(PersistentShell):
+    """The package's persistent shell: `ex.shell()` builds one; `async with` it, then `run` in it.
 
     Entering starts the shell (raising as `exec_cmd` would if it cannot
     start); leaving, or `aclose()`, kills it and every job, and waits for
@@ -384,7 +378,7 @@ class PersistentShell:
         if env:
             start = start.with_env(env)
         self._start_cmd: Command = start
-        self.default_timeout = _timeout(default_timeout)
+        self.default_timeout = timeout_seconds(default_timeout)
         self.kill_grace = kill_grace
         self._output_buffer = output_buffer or (lambda: OutputBuffer(DEFAULT_OUTPUT_LIMIT))
         self._job_buffer = job_buffer if job_buffer is not None else 1 << 20
@@ -400,7 +394,7 @@ class PersistentShell:
         self._starts = 0
         self._lost = False
         self._state_lost = False
-        self._jobs: dict[str, Job] = {}
+        self._jobs: dict[str, ShellJob] = {}
         self._next_job = 1
         self._stack = contextlib.AsyncExitStack()
         self._tasks: TaskGroup | None = None
@@ -446,7 +440,7 @@ class PersistentShell:
 
     # The lifecycle.
 
-    async def __aenter__(self) -> PersistentShell:
+    async def __aenter__(self) -> Self:
         if self._entered:
             raise ExecutorError("a shell is entered once")
         self._entered = True
@@ -764,7 +758,7 @@ class PersistentShell:
         session = await self._route_job(cmd)
         job_id = str(self._next_job)
         self._next_job += 1
-        job = Job(job_id, command, session, buffer=self._job_buffer)
+        job = ShellJob(job_id, command, session, buffer=self._job_buffer)
         await self._tasks.start(job.serve)
         self._jobs[job_id] = job
         return job

@@ -80,7 +80,6 @@ if TYPE_CHECKING:
         CheckedExecutor as CheckedExecutor,
         LoadedFile as LoadedFile,
         PersistentShell as PersistentShell,
-        Sink as Sink,
         ToolExecutor as ToolExecutor,
         WrappedExecutor as WrappedExecutor,
     )
@@ -119,6 +118,7 @@ if TYPE_CHECKING:
         CommandOutput as CommandOutput,
         Elision as Elision,
         ShellOutput as ShellOutput,
+        Sink as Sink,
         Stderr as Stderr,
         Stdout as Stdout,
     )
@@ -413,7 +413,7 @@ _HOME_OF: dict[str, str] = {
     "ShellParseError": "executor._core.errors",
     "Signal": "executor._core.stdin",
     "SimpleCommand": "executor._shell.words",
-    "Sink": "executor._core.base",
+    "Sink": "executor._core.output",
     "spec_in_shape": "executor._tools.shapes",
     "SpecShape": "executor._tools.shapes",
     "SqliteJournal": "executor._journal.sqlite",

@@ -46,6 +46,7 @@ from executor._core.output import (
     Elision,
     OutputBuffer,
     ShellOutput,
+    Sink,
     Stderr,
     count_newlines,
 )
@@ -58,9 +59,6 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 W = TypeVar("W", bound="ToolExecutor")
-
-Sink: TypeAlias = Callable[[Chunk], Awaitable[None] | None]
-"""Called with each chunk as it is read: a plain function, or an async one that is awaited."""
 
 
 @attrs.frozen

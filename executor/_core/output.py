@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import os
 import tempfile
+from collections.abc import Awaitable, Callable
 from typing import BinaryIO, TypeAlias
 
 import attrs
@@ -31,6 +32,9 @@ class Stderr:
 
 
 Chunk: TypeAlias = Stdout | Stderr
+
+Sink: TypeAlias = Callable[[Chunk], Awaitable[None] | None]
+"""Called with each chunk as it is read: a plain function, or an async one that is awaited."""
 
 
 def _drop_empty(chunks: tuple[Chunk, ...]) -> tuple[Chunk, ...]:

@@ -41,10 +41,9 @@ import anyio
 import anyio.lowlevel
 import attrs
 
-from executor._core.base import Sink
 from executor._core.cleanup import run_to_completion
 from executor._core.errors import ExecutorError, TimedOut
-from executor._core.output import Chunk, CommandOutput, OutputBuffer
+from executor._core.output import Chunk, CommandOutput, OutputBuffer, Sink
 
 LAST_LOOK: Final = 0.05
 """Seconds the readers get, at least, to take what a killed command left in its pipes."""

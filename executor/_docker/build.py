@@ -11,9 +11,9 @@ from typing import Any
 import anyio
 import attrs
 
-from executor._core.base import Sink, call_sink
+from executor._core.base import call_sink
 from executor._core.errors import BuildError, EngineError, ExecutorError
-from executor._core.output import Stderr, Stdout
+from executor._core.output import Sink, Stderr, Stdout
 from executor._docker.api import EngineClient
 from executor._docker.dockerignore import ContextArchive, DockerIgnore, pack_context
 

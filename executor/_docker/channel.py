@@ -136,6 +136,31 @@ class Channel:
             raise ExecutorError(f"no command {ident} on the helper")
         return await self._next(ident, queue)
 
+    def take(self, ident: int) -> Event | None:
+        """The next event of command `ident` that has arrived, if any; never waits."""
+        queue = self._queues.get(ident)
+        return queue.items.popleft() if queue is not None and queue.items else None
+
+    async def arrive(self, ident: int) -> None:
+        """Wait until an event of command `ident` has arrived, or one of another's was read.
+
+        Safe to cancel: a frame is filed only once it is whole.
+
+        Raises:
+            ExecutorError: The helper is gone.
+
+        """
+        queue = self._queues.get(ident)
+        if queue is None:
+            raise ExecutorError(f"no command {ident} on the helper")
+        if queue.items:
+            return
+        if self.closed:
+            raise self._gone()
+        async with self._read_lock:
+            if not queue.items:
+                await self._read_one()
+
     def _gone(self) -> ExecutorError:
         said = self._stderr.decode("utf-8", "replace").strip()[-1000:]
         return ExecutorError(f"the helper is gone{': ' + said if said else ''}")

@@ -31,7 +31,6 @@ import attrs
 from executor._core.base import (
     CommandRunner,
     LoadedFile,
-    Sink,
     call_sink,
     file_failure,
     report_failure,
@@ -44,14 +43,16 @@ from executor._core.commands import (
     WriteFile,
 )
 from executor._core.errors import CommandError, EngineError, ExecutorError, NonZeroExit, TimedOut
-from executor._core.output import Chunk, CommandOutput, OutputBuffer, Stderr, Stdout
+from executor._core.output import Chunk, CommandOutput, Sink, Stderr, Stdout
 from executor._core.proc import proc_stat
-from executor._core.session import ProcessSession
-from executor._docker import channel as _channel
+from executor._core.run import Run, drive
+from executor._core.session import ProcessSession, RunSession
+from executor._core.treekill import TreeKiller, tree_pattern
 from executor._docker.api import Connection, EngineClient, _message
 from executor._docker.build import BuiltImage, DockerBuild, build_image
 from executor._docker.channel import Channel
 from executor._docker.dockerignore import DockerIgnore, pack_context
+from executor._docker.run import ExecRun, HelperRun
 from executor._files.rules import normalise_extensions
 from executor._files.walk import stream_text_files
 
@@ -116,39 +117,6 @@ k=
 printf '\\000%s %s%s\\n' "$n" "$c" "$k" >&2
 exit $c
 """
-# Kills a command's tree inside the container, as root: every process whose
-# environment holds the tree's variable (daemons that left the group
-# included), and the process group. SIGTERM at once; then a watcher prints
-# `gone` once no process of the tree is left, while the script waits for the
-# end of its stdin. The caller ends it when the watcher says `gone` or at its
-# deadline on `anyio.current_time()` (the grace is wall time, whatever the
-# listing and the exec cost), and so does a caller that disappears: the kill
-# never stops halfway. Then SIGKILL, until none is left.
-_KILLER: Final = """c=$1 g=$2
-list() {
-    for d in /proc/[0-9]*; do
-        case $(tr '\\000' '\\n' <"$d/environ" 2>/dev/null) in
-        *"$c"*) echo "${d#/proc/}" ;;
-        esac
-    done
-}
-hit() {
-    [ "$g" -gt 1 ] && kill -"$1" -"$g" 2>/dev/null
-    for p in $(list); do kill -"$1" "$p" 2>/dev/null; done
-}
-hit TERM
-(while [ -n "$(list)" ]; do sleep 0.02; done; echo gone) &
-w=$!
-read -r _ || :
-kill "$w" 2>/dev/null
-hit KILL
-i=0
-while [ "$i" -lt 100 ] && [ -n "$(list)" ]; do
-    sleep 0.02
-    hit KILL
-    i=$((i + 1))
-done
-"""
 # Gives the staged file (and the folders made for it) to the command user,
 # then renames it over the target: paths are arguments, never script text.
 _RENAME: Final = """o=$1 s=$2 t=$3
@@ -161,20 +129,9 @@ _MODE_DIR = 1 << 31
 _MODE_SYMLINK = 1 << 27
 _MODE_TYPE = (1 << 31) | (1 << 27) | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)
 _SYMLINK_HOPS = 40
-_STDIN_BLOCK = 1 << 16
-# After the exit code, how long to wait for the marker on stdout.
-_STDOUT_MARKER_WAIT = 5.0
 _READ_BLOCK = 1 << 16
-# How long an exec that ended without its marker may take to say how it ended.
-_EXEC_END_WAIT = 5.0
 # Past its grace, how long a kill may take before it is given up.
 _KILL_WAIT = 20.0
-
-
-def _signal_of(code: int) -> int | None:
-    """The signal N of an exit status 128 + N, as the engine reports a death by signal."""
-    number = code - 128
-    return number if 0 < number < 65 else None
 
 
 def _boot_start_time(pid: int) -> str:
@@ -338,6 +295,7 @@ class DockerExecutor(CommandRunner):
     helper: bool | None = attrs.field(default=None, kw_only=True)
     python: str = attrs.field(default="python3", kw_only=True)
     _id: str = attrs.field(init=False, factory=lambda: uuid.uuid4().hex[:16], repr=False)
+    _killer: TreeKiller = attrs.field(init=False, factory=TreeKiller, repr=False)
     _serial: itertools.count[int] = attrs.field(init=False, factory=itertools.count, repr=False)
     _api: EngineClient | None = attrs.field(init=False, default=None, repr=False)
     _container_id: str | None = attrs.field(init=False, default=None, repr=False)
@@ -507,7 +465,7 @@ class DockerExecutor(CommandRunner):
                     await self._remove(api, container_id)
                 else:
                     with contextlib.suppress(CommandError, OSError):
-                        await self._kill(api, container_id, f"{TREE_VARIABLE}={self._id}/", 0)
+                        await self._kill(api, container_id, self._id, prefix=True)
         finally:
             await api.aclose()
 
@@ -637,33 +595,32 @@ class DockerExecutor(CommandRunner):
         }
         if self.user is not None:
             config["User"] = self.user
-        return api, container_id, _Prepared(config, f"{TREE_VARIABLE}={mark}", nonce.encode())
+        return api, container_id, _Prepared(config, mark, nonce.encode())
 
     async def _start_exec(
-        self, api: EngineClient, container_id: str, prepared: _Prepared, run: _ExecRun
-    ) -> Connection:
-        run.exec_id = await api.create_exec(container_id, prepared.config)
-        return await api.attach_exec(run.exec_id, tty=prepared.config["Tty"])
+        self, api: EngineClient, container_id: str, prepared: _Prepared, *, tty: bool
+    ) -> ExecRun:
+        """Create and attach the prepared exec: the run that streams it to its end."""
+        exec_id = await api.create_exec(container_id, prepared.config)
+        conn = await api.attach_exec(exec_id, tty=tty)
 
-    async def _exit_status(self, api: EngineClient, run: _ExecRun) -> tuple[int, int | None]:
-        """How the command ended: its exit code, and the signal that killed it (if one did)."""
-        if run.exit_code is not None:
-            # The wrapper's marker: the signal is there when its shell saw one.
-            return run.exit_code, run.signal
-        # No marker: the wrapper itself was killed. The engine knows how it
-        # ended, once its exec is over (the output can end a moment before).
-        info: dict[str, Any] = {}
-        with anyio.move_on_after(_EXEC_END_WAIT):
-            while True:
-                info = await api.request_json("GET", f"/exec/{run.exec_id}/json")
-                if not info.get("Running") and info.get("ExitCode") is not None:
-                    break
-                await anyio.sleep(0.02)
-        code = int(info.get("ExitCode") or 0)
-        # The inspect has no signal field: a death by signal N is `ExitCode`
-        # 128 + N. The wrapper leaves only by its `exit` after the marker, so an
-        # exec without one was ended by a signal: 128 + N here means signal N.
-        return code, _signal_of(code)
+        async def kill_tree(grace: float) -> None:
+            with contextlib.suppress(CommandError, OSError):
+                await self._kill(api, container_id, prepared.tag, grace=grace)
+
+        async def signal_group(group: int, number: int) -> None:
+            with contextlib.suppress(CommandError):
+                await self._plain_exec(api, container_id, ["kill", f"-{number}", f"-{group}"])
+
+        return ExecRun(
+            prepared.nonce,
+            api,
+            exec_id,
+            conn,
+            kill_tree=kill_tree,
+            signal_group=signal_group,
+            tty=tty,
+        )
 
     async def _helper_channel(self) -> Channel | None:
         """The helper, started at the first command; `None` where it is not used."""
@@ -706,12 +663,10 @@ class DockerExecutor(CommandRunner):
         sink: Sink | None,
     ) -> CommandOutput:
         started = anyio.current_time()
-        timeout = self._timeout(cmd)
         api, container_id = await self._ensure()
         mark = f"{self._id}/{next(self._serial)}."
         env, replace = await self._env_request(api, container_id, cmd, mark)
-        ident = channel.new_id()
-        run = _HelperRun(channel, ident, self.output_buffer(sink), sink)
+        run = HelperRun(channel, channel.new_id())
         request = {
             "argv": list(argv),
             "cwd": self.resolve(cmd),
@@ -720,74 +675,51 @@ class DockerExecutor(CommandRunner):
             "stdin": stdin is not None,
             "mark": f"{TREE_VARIABLE}={mark}",
         }
-        finished = False
         try:
-            with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
-                await channel.send_json(_channel.START, ident, request)
-                await run.communicate(stdin, self.drain_timeout)
-                finished = True
+            await run.start(request)
+            if run.failure is None:
+                output = await drive(
+                    run,
+                    buffer=self.output_buffer(sink),
+                    sink=sink,
+                    stdin=stdin,
+                    timeout=self._timeout(cmd),
+                    kill_grace=self.kill_grace,
+                    drain_timeout=self.drain_timeout,
+                )
         finally:
-
-            async def end() -> None:
-                if not finished and not channel.closed:
-                    # Timeout, cancellation or a failing sink: the tree dies first.
-                    with contextlib.suppress(ExecutorError):
-                        await run.kill(self.kill_grace)
-                with contextlib.suppress(ExecutorError):
-                    await channel.send(_channel.RELEASE, ident)
-                channel.forget(ident)
-
-            await run_to_completion(end)
-        duration = anyio.current_time() - started
-        if deadline.cancelled_caught:
-            assert timeout is not None
-            raise TimedOut(timeout, run.buffer.output(exit_code=None, duration=duration))
+            await run_to_completion(run.release)
         if run.failure is not None:
             code, message = run.failure
             output = CommandOutput(
-                chunks=(Stderr(f"{message}\n".encode()),), exit_code=code, duration=duration
+                chunks=(Stderr(f"{message}\n".encode()),),
+                exit_code=code,
+                duration=anyio.current_time() - started,
             )
             failure = NonZeroExit(message, output)
             await report_failure(sink, failure)
             raise failure
-        if run.exit_code is None:
-            raise ExecutorError("the helper ended while the command ran")
-        output = run.buffer.output(exit_code=run.exit_code, signal=run.signal, duration=duration)
         return self._checked(output)
 
     async def _process_exec(
         self, cmd: Command, argv: tuple[str, ...], stdin: bytes | None, sink: Sink | None
     ) -> CommandOutput:
-        started = anyio.current_time()
-        timeout = self._timeout(cmd)
         api, container_id, prepared = await self._prepare(
             cmd, argv, stdin=stdin is not None, tty=False
         )
-        run = _ExecRun(prepared.nonce, self.output_buffer(sink), sink, self.drain_timeout)
-        finished = False
+        run = await self._start_exec(api, container_id, prepared, tty=False)
         try:
-            with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
-                conn = await self._start_exec(api, container_id, prepared, run)
-                try:
-                    await run.communicate(conn, stdin)
-                finally:
-                    await conn.aclose()
-                finished = True
+            output = await drive(
+                run,
+                buffer=self.output_buffer(sink),
+                sink=sink,
+                stdin=stdin,
+                timeout=self._timeout(cmd),
+                kill_grace=self.kill_grace,
+                drain_timeout=self.drain_timeout,
+            )
         finally:
-            if not finished and run.exec_id is not None:
-                # Timeout, cancellation or a failing sink: the tree dies first.
-
-                async def kill() -> None:
-                    with contextlib.suppress(CommandError, OSError):
-                        await self._kill(api, container_id, prepared.mark, run.pid or 0)
-
-                await run_to_completion(kill)
-        duration = anyio.current_time() - started
-        if deadline.cancelled_caught:
-            assert timeout is not None
-            raise TimedOut(timeout, run.buffer.output(exit_code=None, duration=duration))
-        exit_code, signal = await self._exit_status(api, run)
-        output = run.buffer.output(exit_code=exit_code, signal=signal, duration=duration)
+            await run_to_completion(run.release)
         return self._checked(output)
 
     async def start(self, cmd: Command, *, pty: bool = False) -> ProcessSession:
@@ -807,7 +739,21 @@ class DockerExecutor(CommandRunner):
 
         """
         argv = self._session_argv(cmd)
-        return DockerSession(self, cmd, argv, pty=pty)
+
+        async def start() -> Run:
+            api, container_id, prepared = await self._prepare(cmd, argv, stdin=True, tty=pty)
+            return await self._start_exec(api, container_id, prepared, tty=pty)
+
+        return RunSession(
+            start,
+            pty=pty,
+            initial_stdin=cmd.stdin,
+            finish=self._checked,
+            output_buffer=self.output_buffer,
+            timeout=self._timeout(cmd),
+            kill_grace=self.kill_grace,
+            drain_timeout=self.drain_timeout,
+        )
 
     async def _plain_exec(
         self,
@@ -840,44 +786,33 @@ class DockerExecutor(CommandRunner):
         self,
         api: EngineClient,
         container_id: str,
-        mark: str,
-        group: int,
+        tag: str,
         *,
+        prefix: bool = False,
         grace: float | None = None,
     ) -> None:
-        """Kill a tree in the container: SIGTERM, and SIGKILL `grace` seconds from now.
+        """Kill the tree tagged `tag` (every tree below `tag/` with `prefix`) in the container.
 
-        The grace is wall time, a deadline on `anyio.current_time()`: the
-        killer's stdin ends at it (or as soon as the killer says the tree is
-        gone), whatever the exec and the listing of the processes cost. Call
-        it through `run_to_completion`.
+        SIGTERM, and SIGKILL `grace` seconds (the executor's `kill_grace` by
+        default) from now, wall time (see `TreeKiller`), as root. Call it
+        through `run_to_completion`.
         """
         grace = self.kill_grace if grace is None else grace
-        deadline = anyio.current_time() + grace
-        config: dict[str, Any] = {
-            "AttachStdin": True,
-            "AttachStdout": True,
-            "AttachStderr": True,
-            "User": "0",
-            "Cmd": ["/bin/sh", "-c", _KILLER, "sh", mark, str(group)],
-        }
+        begun = anyio.current_time()
+        pattern = tree_pattern(tag, prefix=prefix, variable=TREE_VARIABLE)
+        argv = self._killer.argv(pattern, deadline=begun + grace)
+        config = {"AttachStdout": True, "AttachStderr": True, "User": "0", "Cmd": argv}
         with anyio.move_on_after(grace + _KILL_WAIT):
             exec_id = await api.create_exec(container_id, config)
             conn = await api.attach_exec(exec_id, tty=False)
+            said = bytearray()
             try:
-                said = b""
-                with anyio.CancelScope(deadline=deadline):
-                    while b"gone" not in said:
-                        frame = await conn.receive_frame()
-                        if frame is None:
-                            return
-                        if frame[0] == 1:
-                            said = said[-8:] + frame[1]
-                await conn.send_eof()
-                while await conn.receive_frame() is not None:
-                    pass
+                while (frame := await conn.receive_frame()) is not None:
+                    if frame[0] == 1:
+                        said += frame[1]
             finally:
                 await conn.aclose()
+            self._killer.ran(begun, bytes(said))
 
     # --- files ---------------------------------------------------------------
 
@@ -1116,340 +1051,9 @@ def _quote(name: str) -> str:
 @attrs.frozen
 class _Prepared:
     config: dict[str, Any]
-    mark: str
+    # The command's tree tag (`EXECUTOR_PROCESS_TREE`'s value).
+    tag: str
     nonce: bytes
-
-
-class DockerSession(ProcessSession):
-    """A session of an exec in the container, attached through one upgraded connection."""
-
-    def __init__(
-        self, executor: DockerExecutor, cmd: Command, argv: tuple[str, ...], *, pty: bool
-    ) -> None:
-        super().__init__(pty=pty, initial_stdin=cmd.stdin, finish=executor._checked)
-        self._executor = executor
-        self._cmd = cmd
-        self._argv = argv
-        self._api: EngineClient | None = None
-        self._container_id = ""
-        self._prepared: _Prepared | None = None
-        self._conn: Connection | None = None
-        self._state: _ExecRun | None = None
-
-    async def _begin(self) -> None:
-        executor = self._executor
-        api, container_id, prepared = await executor._prepare(
-            self._cmd, self._argv, stdin=True, tty=self.pty
-        )
-        self._api, self._container_id, self._prepared = api, container_id, prepared
-        run = _ExecRun(
-            prepared.nonce,
-            executor.output_buffer(),
-            self._offer,
-            executor.drain_timeout,
-            tty=self.pty,
-        )
-        self._state = run
-        self._conn = await executor._start_exec(api, container_id, prepared, run)
-
-    async def _run(self) -> CommandOutput:
-        run, conn, api = self._state, self._conn, self._api
-        assert run is not None
-        assert conn is not None
-        assert api is not None
-        started = anyio.current_time()
-        timeout = self._executor._timeout(self._cmd)
-        with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
-            await run.communicate(conn, None)
-        duration = anyio.current_time() - started
-        if deadline.cancelled_caught:
-            assert timeout is not None
-            await run_to_completion(self._terminate)
-            raise TimedOut(timeout, run.buffer.output(exit_code=None, duration=duration))
-        exit_code, signal = await self._executor._exit_status(api, run)
-        return run.buffer.output(exit_code=exit_code, signal=signal, duration=duration)
-
-    async def _write_input(self, data: bytes) -> None:
-        conn = self._conn
-        if conn is None:
-            raise ExecutorError("the session's stdin is closed")
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            await conn.send(data)
-
-    async def _close_input(self) -> None:
-        # On a terminal the base typed Ctrl-D; closing the connection's writing
-        # half would make the engine hang up the terminal, output and all.
-        if self._conn is not None and not self.pty:
-            await self._conn.send_eof()
-
-    async def _signal(self, signal: int) -> None:
-        run, api = self._state, self._api
-        if run is None or api is None:
-            return
-        # Stdout and stderr are two pipes: the command's first output can come
-        # before the wrapper's pid line on stderr.
-        with anyio.move_on_after(5):
-            await run.pid_known.wait()
-        if not run.pid or run.exit_code is not None:
-            return
-        with contextlib.suppress(CommandError):
-            await self._executor._plain_exec(
-                api, self._container_id, ["kill", f"-{signal}", f"-{run.pid}"]
-            )
-
-    async def _resize(self, cols: int, rows: int) -> None:
-        run, api = self._state, self._api
-        if run is None or api is None or run.exec_id is None:
-            raise ExecutorError("the session's terminal is closed")
-        with contextlib.suppress(EngineError):
-            await api.request("POST", f"/exec/{run.exec_id}/resize", query={"h": rows, "w": cols})
-
-    async def _terminate(self, grace: float | None = None) -> None:
-        run, api, prepared = self._state, self._api, self._prepared
-        if run is None or api is None or prepared is None:
-            return
-        with contextlib.suppress(CommandError, OSError):
-            await self._executor._kill(
-                api, self._container_id, prepared.mark, run.pid or 0, grace=grace
-            )
-
-    async def _release(self) -> None:
-        if self._conn is not None:
-            await self._conn.aclose()
-
-
-class _HelperRun:
-    """One command on the helper: its events, to the end of its output."""
-
-    def __init__(
-        self, channel: Channel, ident: int, buffer: OutputBuffer, sink: Sink | None
-    ) -> None:
-        self.channel = channel
-        self.ident = ident
-        self.buffer = buffer
-        self.sink = sink
-        self.exit_code: int | None = None
-        # The signal that killed the command: the helper sees its wait status.
-        self.signal: int | None = None
-        self.failure: tuple[int, str] | None = None
-        self._closed = False
-
-    async def communicate(self, stdin: bytes | None, drain_timeout: float) -> None:
-        """Read until the exit and the end of the output (or the drain), writing `stdin`."""
-        kind, payload = await self.channel.next(self.ident)
-        if kind == _channel.FAILED:
-            info = json.loads(payload)
-            self.failure = (int(info["code"]), str(info["message"]))
-            return
-        if stdin is None:
-            await self._read(drain_timeout)
-            return
-        failure: Exception | None = None
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._write_stdin, stdin)
-            try:
-                await self._read(drain_timeout)
-            except Exception as error:
-                # Raised as it is, not inside an exception group (a sink's own error).
-                failure = error
-            tasks.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-
-    async def _write_stdin(self, data: bytes) -> None:
-        view = memoryview(data)
-        with contextlib.suppress(ExecutorError):
-            for start in range(0, len(data), _STDIN_BLOCK):
-                await self.channel.send(
-                    _channel.STDIN, self.ident, bytes(view[start : start + _STDIN_BLOCK])
-                )
-            await self.channel.send(_channel.EOF, self.ident)
-
-    async def _read(self, drain_timeout: float) -> None:
-        while self.exit_code is None:
-            await self._event(await self.channel.next(self.ident))
-        # The command is done; a background child may still hold the output.
-        with anyio.move_on_after(drain_timeout):
-            while not self._closed:
-                await self._event(await self.channel.next(self.ident))
-
-    async def _event(self, event: tuple[int, bytes]) -> None:
-        kind, payload = event
-        if kind == _channel.OUT:
-            await self._emit(Stdout(payload))
-        elif kind == _channel.ERR:
-            await self._emit(Stderr(payload))
-        elif kind == _channel.EXIT:
-            # `CODE`, or `CODE SIGNAL` for a process a signal killed.
-            fields = payload.split()
-            self.exit_code = int(fields[0])
-            if len(fields) > 1:
-                self.signal = int(fields[1])
-        elif kind == _channel.CLOSED:
-            self._closed = True
-
-    async def _emit(self, chunk: Chunk) -> None:
-        self.buffer.append(chunk)
-        if self.sink is not None:
-            await call_sink(self.sink, chunk)
-
-    async def kill(self, grace: float) -> None:
-        """Kill the command's tree through the helper and wait until it says none is left."""
-        await self.channel.send_json(_channel.KILL, self.ident, {"grace": grace})
-        with anyio.move_on_after(grace + 10):
-            while True:
-                kind, _ = await self.channel.next(self.ident)
-                if kind == _channel.KILLED:
-                    return
-
-
-class _ExecRun:
-    """Reads one exec's multiplexed output: its pid line, its chunks, its exit marker."""
-
-    def __init__(
-        self,
-        nonce: bytes,
-        buffer: OutputBuffer,
-        sink: Sink | None,
-        drain_timeout: float,
-        *,
-        tty: bool = False,
-    ) -> None:
-        self.marker = b"\0" + nonce + b" "
-        # On a terminal the wrapper's lines come with the output, as \r\n.
-        self.tty = tty
-        self._control = 1 if tty else 2
-        self.buffer = buffer
-        self.sink = sink
-        self.drain_timeout = drain_timeout
-        self.exec_id: str | None = None
-        self.pid: int | None = None
-        self.exit_code: int | None = None
-        # The signal that killed the command, when the wrapper's shell said so.
-        self.signal: int | None = None
-        # Set once the wrapper's pid line is read (or the output ended without one).
-        self.pid_known = anyio.Event()
-        self._head = b""
-        self._pending: dict[int, bytes] = {}
-        # The streams whose marker has come.
-        self._seen: set[int] = set()
-
-    async def communicate(self, conn: Connection, stdin: bytes | None) -> None:
-        """Write `stdin` (then end it) while reading, until the exit marker and a drain."""
-        if stdin is None:
-            await self._read(conn)
-            return
-        failure: Exception | None = None
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_write_stdin, conn, stdin)
-            try:
-                await self._read(conn)
-            except Exception as error:
-                # Raised as it is, not inside an exception group (a sink's own error).
-                failure = error
-            # The command is done: input it did not read is not waited for.
-            tasks.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-
-    async def _read(self, conn: Connection) -> None:
-        frames = _raw(conn) if self.tty else _frames(conn)
-        try:
-            async for kind, data in frames:
-                await self._take(kind, data)
-                if self.exit_code is not None:
-                    break
-            if self.exit_code is not None and not self.tty and 1 not in self._seen:
-                # Stdout is a pipe of its own: what the command wrote there
-                # before it ended comes before the marker the wrapper wrote
-                # there after it, however the engine interleaves the pipes.
-                with anyio.move_on_after(_STDOUT_MARKER_WAIT):
-                    async for kind, data in frames:
-                        await self._take(kind, data)
-                        if 1 in self._seen:
-                            break
-            if self.exit_code is not None:
-                # The command is done; a background child may still hold the
-                # output. What it prints within the drain period is kept.
-                with anyio.move_on_after(self.drain_timeout):
-                    async for kind, data in frames:
-                        await self._take(kind, data)
-        finally:
-            await frames.aclose()
-        self.pid_known.set()
-        for kind, pending in self._pending.items():
-            await self._emit(Stdout(pending) if kind == 1 else Stderr(pending))
-        self._pending.clear()
-
-    async def _take(self, kind: int, data: bytes) -> None:
-        if kind == self._control and self.pid is None:
-            self._head += data
-            line, newline, rest = self._head.partition(b"\n")
-            if not newline:
-                return
-            line = line.strip()
-            self.pid = int(line) if line.isdigit() else 0
-            self.pid_known.set()
-            self._head = b""
-            data = rest
-            if not data:
-                return
-        if kind in self._seen or kind not in (1, 2):
-            await self._emit(Stdout(data) if kind == 1 else Stderr(data))
-            return
-        data = self._pending.pop(kind, b"") + data
-        found = data.find(self.marker)
-        if found >= 0:
-            end = data.find(b"\n", found)
-            if end < 0:
-                self._pending[kind] = data
-                return
-            before, code, after = (
-                data[:found],
-                data[found + len(self.marker) : end],
-                data[end + 1 :],
-            )
-            await self._emit(Stdout(before) if kind == 1 else Stderr(before))
-            self._seen.add(kind)
-            if kind == self._control:
-                # `CODE`, or `CODE SIGNAL` (see `_WRAPPER`).
-                fields = code.split()
-                self.exit_code = int(fields[0]) if fields and fields[0].isdigit() else 1
-                if len(fields) > 1 and fields[1].isdigit():
-                    self.signal = int(fields[1])
-            await self._emit(Stdout(after) if kind == 1 else Stderr(after))
-            return
-        # Hold back a tail that could be the start of the marker.
-        keep = 0
-        for size in range(min(len(self.marker), len(data)), 0, -1):
-            if self.marker.startswith(data[-size:]):
-                keep = size
-                break
-        if keep:
-            self._pending[kind] = data[-keep:]
-            data = data[:-keep]
-        await self._emit(Stdout(data) if kind == 1 else Stderr(data))
-
-    async def _emit(self, chunk: Chunk) -> None:
-        if not chunk.data:
-            return
-        self.buffer.append(chunk)
-        if self.sink is not None:
-            await call_sink(self.sink, chunk)
-
-
-async def _write_stdin(conn: Connection, data: bytes) -> None:
-    view = memoryview(data)
-    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        for start in range(0, len(data), _STDIN_BLOCK):
-            await conn.send(bytes(view[start : start + _STDIN_BLOCK]))
-    await conn.send_eof()
-
-
-async def _raw(conn: Connection) -> AsyncGenerator[tuple[int, bytes], None]:
-    """A terminal exec's output: one stream, no frames."""
-    while data := await conn.receive():
-        yield 1, data
 
 
 async def _frames(conn: Connection) -> AsyncGenerator[tuple[int, bytes], None]:

@@ -21,7 +21,6 @@ import attrs
 from executor._core.base import (
     CommandRunner,
     LoadedFile,
-    Sink,
     call_sink,
     file_failure,
     report_failure,
@@ -34,7 +33,7 @@ from executor._core.commands import (
     WriteFile,
 )
 from executor._core.errors import ExecutorError, NonZeroExit, TimedOut
-from executor._core.output import CommandOutput, Stderr, Stdout
+from executor._core.output import CommandOutput, Sink, Stderr, Stdout
 from executor._core.proc import boot_clock
 from executor._core.readonly import running_read_only
 from executor._core.run import Run, drive

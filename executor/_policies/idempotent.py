@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from executor._core.base import LoadedFile, Sink, ToolExecutor, WrappedExecutor, report
+from executor._core.base import LoadedFile, ToolExecutor, WrappedExecutor, report
 from executor._core.commands import Command, StrPath
 from executor._core.errors import (
     CommandError,
     ExecutorError,
     PolicyDenied,
 )
-from executor._core.output import CommandOutput
+from executor._core.output import CommandOutput, Sink
 from executor._journal.codec import Outcome
 from executor._journal.keys import IdempotencyKey
 from executor._journal.protocol import Claim, Journal, OnInterrupted, acquire, settle

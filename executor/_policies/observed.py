@@ -20,11 +20,11 @@ from typing import Any, TypeAlias
 import anyio
 import attrs
 
-from executor._core.base import Sink, ToolExecutor, Watcher, WrappedExecutor, call_sink
+from executor._core.base import ToolExecutor, Watcher, WrappedExecutor, call_sink
 from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command
 from executor._core.errors import CommandError, outcome_of
-from executor._core.output import Chunk, CommandOutput, OutputBuffer
+from executor._core.output import Chunk, CommandOutput, OutputBuffer, Sink
 from executor._core.session import ProcessSession, WrappedSession
 from executor._policies.policies import describe
 

@@ -21,7 +21,6 @@ import attrs
 from executor._core.base import (
     CheckedExecutor,
     PersistentShell,
-    Sink,
     ToolExecutor,
     Watcher,
     WrappedExecutor,
@@ -30,7 +29,7 @@ from executor._core.base import (
 from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile
 from executor._core.errors import CommandError, PolicyDenied, outcome_of
-from executor._core.output import Chunk, CommandOutput, Stderr, Stdout
+from executor._core.output import Chunk, CommandOutput, Sink, Stderr, Stdout
 from executor._core.session import ProcessSession, WrappedSession
 from executor._policies.verdict import Verdict
 

@@ -30,11 +30,11 @@ from typing import Any, Self, TypeVar
 import anyio
 import attrs
 
-from executor._core.base import CommandRunner, LoadedFile, Sink, call_sink
+from executor._core.base import CommandRunner, LoadedFile, call_sink
 from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile, session_argv
 from executor._core.errors import ExecutorError
-from executor._core.output import Chunk, CommandOutput
+from executor._core.output import Chunk, CommandOutput, Sink
 from executor._core.session import ProcessSession
 from executor._ray.channel import ChannelBroken, Connection, Connections
 from executor._ray.node import (

@@ -60,7 +60,6 @@ from executor._core.base import (
     DEFAULT_OUTPUT_LIMIT,
     LoadedFile,
     PersistentShell,
-    Sink,
     ToolExecutor,
     WrappedExecutor,
     call_sink,
@@ -75,6 +74,7 @@ from executor._core.output import (
     CommandOutput,
     OutputBuffer,
     ShellOutput,
+    Sink,
     Stderr,
     Stdout,
 )

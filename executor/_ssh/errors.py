@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeAlias,
 
 import attrs
 
-from executor._core.base import Sink, file_failure
+from executor._core.base import file_failure
 from executor._core.errors import ExecutorError
-from executor._core.output import CommandOutput
+from executor._core.output import CommandOutput, Sink
 
 if TYPE_CHECKING:
     from executor._ssh.remote import HostKeyWitness

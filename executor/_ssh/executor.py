@@ -44,7 +44,6 @@ import sniffio
 from executor._core.base import (
     CommandRunner,
     LoadedFile,
-    Sink,
     call_sink,
     non_negative,
 )
@@ -56,10 +55,11 @@ from executor._core.commands import (
     WriteFile,
 )
 from executor._core.errors import ExecutorError, TimedOut
-from executor._core.output import CommandOutput, Stdout
+from executor._core.output import CommandOutput, Sink, Stdout
 from executor._core.proc import TREE_VARIABLE
 from executor._core.run import drive
 from executor._core.session import ProcessSession, RunSession
+from executor._core.treekill import SETTLE, TreeKiller, tree_pattern
 from executor._files.rules import normalise_extensions
 from executor._ssh.errors import (
     ConnectAttempt,
@@ -99,86 +99,7 @@ _CHANNEL_RETRY_DELAY: Final = 0.01
 _REMOTE_SLACK: Final = 5.0
 # read_file reads this much per request.
 _FILE_BLOCK: Final = 1 << 18
-# How long a kill looks again for a command that has only just started.
-_SETTLE: Final = 0.5
-# The most of a kill's grace period the round trips of the kill may be taken for.
-_KILL_OVERHEAD_CAP: Final = 1.0
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-# Run as `sh -c KILL sh PATTERN GRACE SETTLE` (GRACE and SETTLE in hundredths of
-# a second): end every process whose environment has an entry matching
-# PATTERN (a basic regex), every descendant of those (also one that dropped
-# the variable and left the group and the session), and every process group
-# one of them leads. TERM (and CONT, so stopped ones act on it), then, once
-# GRACE has passed since the script started, KILL until none is left. GRACE
-# is wall time, read from /proc/uptime however long each look takes (were it
-# unreadable, each look would count as 20 ms). Zombies are dead already.
-# Only builtins run per process; grep and awk run once per look. With
-# nothing found, it looks again for up to SETTLE first: a command that has
-# just started carries the tag only once the login shell has run its line
-# and exec'd the program. It prints how long it ran (hundredths), for the
-# executor to tell its own time from the round trips'.
-_KILL_SCRIPT: Final = r"""
-clock() {
-  if { read -r u _ < /proc/uptime; } 2>/dev/null; then
-    c=$(( ${u%.*} * 100 + 1${u#*.} - 100 ))
-  else
-    c=$(( ${c:-0} + 2 ))
-  fi
-}
-find_tree() {
-  tagged=$(grep -lz -e "$1" /proc/[0-9]*/environ 2>/dev/null)
-  [ -n "$tagged" ] || return 0
-  {
-    echo "$tagged"
-    echo --
-    for f in /proc/[0-9]*/stat; do
-      { read -r s < "$f"; } 2>/dev/null || continue
-      p=${f#/proc/}; p=${p%/stat}
-      set -- ${s##*) }
-      [ "$1" = Z ] || echo "$p $2 $3"
-    done
-  } | awk '
-    !sep && $0 == "--" { sep = 1; next }
-    !sep { sub("^/proc/", ""); sub("/environ$", ""); tag[$0] = 1; next }
-    { parent[$1] = $2; group[$1] = $3 }
-    END {
-      for (p in tag) if (p in parent) found[p] = 1
-      do {
-        added = 0
-        for (p in parent) if (!(p in found) && (parent[p] in found)) { found[p] = 1; added = 1 }
-      } while (added)
-      for (p in found) { print p; if (group[p] == p) print "-" p }
-    }'
-}
-clock
-start=$c
-trap 'clock; echo $((c - start))' EXIT
-t=$(find_tree "$1")
-while [ -z "$t" ]; do
-  clock
-  [ "$c" -lt $((start + $3)) ] || exit 0
-  sleep 0.02
-  t=$(find_tree "$1")
-done
-kill -s TERM -- $t 2>/dev/null
-kill -s CONT -- $t 2>/dev/null
-while clock && [ "$c" -lt $((start + $2)) ]; do
-  sleep 0.02
-  t=$(find_tree "$1")
-  [ -n "$t" ] || exit 0
-done
-i=0
-while [ "$i" -lt 100 ]; do
-  kill -s KILL -- $t 2>/dev/null
-  sleep 0.01
-  t=$(find_tree "$1")
-  [ -n "$t" ] || exit 0
-  i=$((i + 1))
-done
-echo "processes survived SIGKILL: $t" >&2
-exit 1
-"""
 
 # Run as `sh -c SIGNAL sh PATTERN NAME`: send signal NAME to the process group
 # of the oldest live process whose environment matches PATTERN. That is the
@@ -337,8 +258,7 @@ class SshExecutor(CommandRunner):
     # Whether a command ever ran: aclose() only has remote processes to end then.
     _started: bool = attrs.field(init=False, default=False, repr=False)
     # Set once aclose() has begun; set when it is done, for a concurrent call to wait on.
-    # Seconds the last kill took beyond the kill script's own run: its round trips.
-    _kill_overhead: float = attrs.field(init=False, default=0.0, repr=False)
+    _killer: TreeKiller = attrs.field(init=False, factory=TreeKiller, repr=False)
 
     def __repr__(self) -> str:
         who = f"{self.user}@{self.host}" if self.user else self.host
@@ -769,41 +689,22 @@ class SshExecutor(CommandRunner):
     ) -> None:
         """Kill the tree(s) tagged `tag` over `connection`, SIGKILL at `deadline` (`current_time`).
 
-        The remote script keeps the grace period itself, by its own clock:
-        it gets what is left of it less the round trips the last kill took
-        beyond the script's own time, so SIGKILL comes, and the call returns,
-        near `deadline` however slow each look for the tree is.
+        The remote script keeps the grace in wall time (see `TreeKiller`).
         """
-        # The tag holds only hex digits, ":" and "/": nothing a basic regex treats specially.
-        pattern = f"^{TREE_VARIABLE}={tag}" + ("/" if prefix else "$")
-        settle_for = _SETTLE if settle else 0.0
+        pattern = tree_pattern(tag, prefix=prefix)
         if self._kill_lock is None:
             self._kill_lock = anyio.Lock()
         # One kill at a time: they share the one channel kept free for them.
         async with self._kill_lock:
             begun = anyio.current_time()
-            grace = max(0.0, deadline - begun - self._kill_overhead)
-            line = shlex.join(
-                [
-                    "sh",
-                    "-c",
-                    _KILL_SCRIPT,
-                    "sh",
-                    pattern,
-                    str(math.floor(grace * 100)),
-                    str(math.ceil(settle_for * 100)),
-                ]
-            )
+            argv = self._killer.argv(pattern, deadline=deadline, settle=settle)
             # Bounded: a peer that stopped answering must not hold the caller forever.
             with (
                 contextlib.suppress(Exception),
-                anyio.move_on_after(grace + settle_for + _REMOTE_SLACK),
+                anyio.move_on_after(deadline - begun + SETTLE + _REMOTE_SLACK),
             ):
-                result = await connection.run(line, check=False)
-                took = anyio.current_time() - begun
-                with contextlib.suppress(ValueError, IndexError, AttributeError):
-                    spent = int(result.stdout.split()[-1]) / 100
-                    self._kill_overhead = min(max(took - spent, 0.0), _KILL_OVERHEAD_CAP)
+                result = await connection.run(shlex.join(argv), check=False)
+                self._killer.ran(begun, result.stdout)
 
     # --- files ---------------------------------------------------------------
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, cast
 
-from executor._core.base import Sink, ToolExecutor
+from executor._core.base import ToolExecutor
 from executor._core.commands import Command
 from executor._core.errors import CommandError, ExecutorError, InvalidArgument
-from executor._core.output import CommandOutput
+from executor._core.output import CommandOutput, Sink
 from executor._core.render import for_model
 from executor._core.stdin import UnixSignal
 from executor._tools.args import WorkspacePath

@@ -13,10 +13,10 @@ from typing import Any
 
 import attrs
 
-from executor._core.base import Sink, ToolExecutor
+from executor._core.base import ToolExecutor
 from executor._core.commands import Command
 from executor._core.errors import CommandError
-from executor._core.output import CommandOutput
+from executor._core.output import CommandOutput, Sink
 
 
 @attrs.define(eq=False)

@@ -34,7 +34,8 @@ import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from executor._core.base import Sink, ToolExecutor
+from executor._core.base import ToolExecutor
+from executor._core.output import Sink
 from executor._core.render import DEFAULT_BUDGET
 from executor._tools.tools import Tool, ToolOutput, ToolOutputKind
 from executor._toolset.commands import command_tools

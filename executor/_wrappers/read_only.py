@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from executor._core.base import CheckedExecutor, PersistentShell, Sink
+from executor._core.base import CheckedExecutor, PersistentShell
 from executor._core.commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile
 from executor._core.errors import PolicyDenied
-from executor._core.output import CommandOutput
+from executor._core.output import CommandOutput, Sink
 from executor._core.readonly import read_only_commands
 
 if TYPE_CHECKING:

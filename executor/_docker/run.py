@@ -1,0 +1,395 @@
+"""A command in a container, as `drive` runs it: by the helper (`HelperRun`) or an exec (`ExecRun`).
+
+Both are remote runs: their output arrives over a connection to the engine,
+and `read_arrivals` reads it (see `executor._core.run`).
+
+- `HelperRun`: one process of the in-container helper, told apart from the
+  others on the helper's one exec by its id. Its events (output, exit, end
+  of output, killed) are pulled from the channel by whichever task needs
+  the next one, the reader or the kill, and its chunks kept in order for the
+  reader.
+- `ExecRun`: one engine exec under the wrapper script, attached through one
+  upgraded connection. The wrapper writes the command's pid first, and after
+  the command a marker line with its exit code on both streams (see
+  `_WRAPPER` in `executor._docker.executor`): the exit is known once both
+  have come, since each stream's marker follows all the command wrote
+  there. An exec whose wrapper was killed has no marker; the engine's
+  inspect tells how it ended.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final
+
+import anyio
+
+from executor._core.errors import EngineError, ExecutorError
+from executor._core.output import Chunk, Stderr, Stdout
+from executor._core.run import Arrivals, Drain, Emit, Exit, Reader, Run, read_arrivals
+from executor._docker import channel as _channel
+from executor._docker.api import Connection, EngineClient
+from executor._docker.channel import Channel
+
+# Stdin goes to the engine (or the helper) this much at a time.
+_STDIN_BLOCK: Final = 1 << 16
+# How long the stdout marker may come after the one on stderr.
+_STDOUT_MARKER_WAIT: Final = 5.0
+# How long the engine may take to report an exec over once its output ended.
+_EXEC_END_WAIT: Final = 5.0
+# Seconds a kill through the helper may take beyond its grace.
+_KILL_WAIT: Final = 10.0
+
+KillTree = Callable[[float], Awaitable[None]]
+"""Kills a command's tree in the container, with the grace given."""
+
+SignalGroup = Callable[[int, int], Awaitable[None]]
+"""Sends a signal to a process group in the container: (the group, the signal)."""
+
+
+def signal_of(code: int) -> int | None:
+    """The signal N of an exit status 128 + N, as the engine reports a death by signal."""
+    number = code - 128
+    return number if 0 < number < 65 else None
+
+
+class HelperRun(Run, Arrivals):
+    """A command the in-container helper runs: its events, pulled from the helper's channel."""
+
+    def __init__(self, channel: Channel, ident: int) -> None:
+        self.channel = channel
+        self.ident = ident
+        self.failure: tuple[int, str] | None = None
+        self._pid: int | None = None
+        self._exit: Exit | None = None
+        self._exited = anyio.Event()
+        self._closed = False
+        self._killed = False
+        self._kill_wait: anyio.CancelScope | None = None
+        self._chunks: collections.deque[Chunk] = collections.deque()
+
+    async def start(self, request: dict[str, Any]) -> None:
+        """Ask the helper to start the command; `failure` says why if it could not."""
+        await self.channel.send_json(_channel.START, self.ident, request)
+        while self._pid is None and self.failure is None:
+            await self.arrive()
+            self._pull()
+
+    @property
+    def pid(self) -> int | None:
+        """The command's pid in the container."""
+        return self._pid
+
+    # --- the output, as it arrives -----------------------------------------
+
+    def _pull(self) -> None:
+        """Take the events that have arrived; chunks are kept for the reader, in order."""
+        while (event := self.channel.take(self.ident)) is not None:
+            kind, payload = event
+            if kind == _channel.OUT:
+                self._chunks.append(Stdout(payload))
+            elif kind == _channel.ERR:
+                self._chunks.append(Stderr(payload))
+            elif kind == _channel.EXIT:
+                # `CODE`, or `CODE SIGNAL` for a process a signal killed.
+                fields = payload.split()
+                signal = int(fields[1]) if len(fields) > 1 else None
+                self._exit = Exit(int(fields[0]), signal)
+                self._exited.set()
+            elif kind == _channel.CLOSED:
+                self._closed = True
+            elif kind == _channel.KILLED:
+                self._killed = True
+                if self._kill_wait is not None:
+                    # The kill waits for the next event: this was it.
+                    self._kill_wait.cancel()
+            elif kind == _channel.STARTED:
+                self._pid = int(payload)
+            elif kind == _channel.FAILED:
+                info = json.loads(payload)
+                self.failure = (int(info["code"]), str(info["message"]))
+
+    def take(self) -> Chunk | None:
+        """The next chunk that has arrived, if any."""
+        if not self._chunks:
+            self._pull()
+        return self._chunks.popleft() if self._chunks else None
+
+    @property
+    def ended(self) -> bool:
+        """Whether the output has ended and the exit has come (the helper sends both)."""
+        return self._closed and self._exit is not None and not self._chunks
+
+    async def arrive(self) -> None:
+        """Wait until one more of the helper's events arrives (this command's or another's)."""
+        await self.channel.arrive(self.ident)
+
+    def readers(self) -> Sequence[Reader]:
+        """One reader: the helper sends stdout and stderr in the order it read them."""
+        return (functools.partial(read_arrivals, self),)
+
+    # --- the run -------------------------------------------------------------
+
+    async def wait(self) -> Exit:
+        """The exit the helper reported (it sees the wait status)."""
+        await self._exited.wait()
+        assert self._exit is not None
+        return self._exit
+
+    async def write(self, data: bytes) -> None:
+        """Send `data` to the command's stdin through the helper."""
+        view = memoryview(data)
+        with contextlib.suppress(ExecutorError):
+            for start in range(0, len(data), _STDIN_BLOCK):
+                await self.channel.send(
+                    _channel.STDIN, self.ident, bytes(view[start : start + _STDIN_BLOCK])
+                )
+
+    async def close_input(self) -> None:
+        """End the command's stdin."""
+        with contextlib.suppress(ExecutorError):
+            await self.channel.send(_channel.EOF, self.ident)
+
+    async def signal(self, number: int) -> None:
+        """Send `number` to the command's process group."""
+        if self._exit is None:
+            with contextlib.suppress(ExecutorError):
+                await self.channel.send(_channel.SIGNAL, self.ident, str(number).encode())
+
+    async def kill(self, grace: float) -> None:
+        """Kill the command's tree through the helper and wait until it says none is left."""
+        if self.channel.closed:
+            return
+        self._killed = False
+        with contextlib.suppress(ExecutorError):
+            await self.channel.send_json(_channel.KILL, self.ident, {"grace": grace})
+            with anyio.move_on_after(grace + _KILL_WAIT):
+                # The reader may take the answer meanwhile: it cancels this wait then.
+                while not self._killed:
+                    with anyio.CancelScope() as self._kill_wait:
+                        await self.arrive()
+                    self._kill_wait = None
+                    self._pull()
+
+    async def release(self) -> None:
+        """Tell the helper the command is done with, and forget its events."""
+        with contextlib.suppress(ExecutorError):
+            await self.channel.send(_channel.RELEASE, self.ident)
+        self.channel.forget(self.ident)
+
+
+class ExecRun(Run, Arrivals):
+    """An engine exec under the wrapper: its pid line, its chunks, its exit markers."""
+
+    def __init__(
+        self,
+        nonce: bytes,
+        api: EngineClient,
+        exec_id: str,
+        conn: Connection,
+        *,
+        kill_tree: KillTree,
+        signal_group: SignalGroup,
+        tty: bool = False,
+    ) -> None:
+        self.marker = b"\0" + nonce + b" "
+        self._api = api
+        self.exec_id = exec_id
+        self._conn = conn
+        self._kill_tree = kill_tree
+        self._signal_group = signal_group
+        # On a terminal the wrapper's lines come with the output, as \r\n.
+        self.tty = tty
+        self._control = 1 if tty else 2
+        self._pid: int | None = None
+        self.exit_code: int | None = None
+        # The signal that killed the command, when the wrapper's shell said so.
+        self.signal_number: int | None = None
+        # Set once the wrapper's pid line is read (or the output ended without one).
+        self.pid_known = anyio.Event()
+        # Set at the exit marker or the end of the output; at the stdout marker or the end.
+        self._over = anyio.Event()
+        self._stdout_marked = anyio.Event()
+        self._eof = False
+        self._head = b""
+        self._pending: dict[int, bytes] = {}
+        # The streams whose marker has come.
+        self._seen: set[int] = set()
+        self._chunks: collections.deque[Chunk] = collections.deque()
+        self._exit: Exit | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The wrapper's pid in the container (its process group is the command's)."""
+        return self._pid or None
+
+    # --- the output, as it arrives -----------------------------------------
+
+    def take(self) -> Chunk | None:
+        """The next chunk that has arrived, if any."""
+        return self._chunks.popleft() if self._chunks else None
+
+    @property
+    def ended(self) -> bool:
+        """Whether the exec's output has ended."""
+        return self._eof and not self._chunks
+
+    async def arrive(self) -> None:
+        """Read one frame (or, on a terminal, what the stream has) and sort it out."""
+        if self.tty:
+            data = await self._conn.receive()
+            frame = (1, data) if data else None
+        else:
+            frame = await self._conn.receive_frame()
+        if frame is None:
+            self._end()
+            return
+        self._sort(*frame)
+
+    def readers(self) -> Sequence[Reader]:
+        """One reader: the engine multiplexes stdout and stderr on the one connection."""
+        return (self._read,)
+
+    async def _read(self, emit: Emit, drain: Drain) -> None:
+        await read_arrivals(self, emit, drain)
+        # A tail held back as the possible start of a marker that never came.
+        for kind, pending in self._pending.items():
+            await emit(Stdout(pending) if kind == 1 else Stderr(pending))
+        self._pending.clear()
+
+    def _end(self) -> None:
+        self._eof = True
+        self.pid_known.set()
+        self._over.set()
+        self._stdout_marked.set()
+
+    def _sort(self, kind: int, data: bytes) -> None:
+        if kind == self._control and self._pid is None:
+            self._head += data
+            line, newline, rest = self._head.partition(b"\n")
+            if not newline:
+                return
+            line = line.strip()
+            self._pid = int(line) if line.isdigit() else 0
+            self.pid_known.set()
+            self._head = b""
+            data = rest
+            if not data:
+                return
+        if kind in self._seen or kind not in (1, 2):
+            self._keep(kind, data)
+            return
+        data = self._pending.pop(kind, b"") + data
+        found = data.find(self.marker)
+        if found >= 0:
+            end = data.find(b"\n", found)
+            if end < 0:
+                self._pending[kind] = data
+                return
+            before, code, after = (
+                data[:found],
+                data[found + len(self.marker) : end],
+                data[end + 1 :],
+            )
+            self._keep(kind, before)
+            self._seen.add(kind)
+            if kind == 1:
+                self._stdout_marked.set()
+            if kind == self._control:
+                # `CODE`, or `CODE SIGNAL` (see `_WRAPPER`).
+                fields = code.split()
+                self.exit_code = int(fields[0]) if fields and fields[0].isdigit() else 1
+                if len(fields) > 1 and fields[1].isdigit():
+                    self.signal_number = int(fields[1])
+                self._over.set()
+            self._keep(kind, after)
+            return
+        # Hold back a tail that could be the start of the marker.
+        keep = 0
+        for size in range(min(len(self.marker), len(data)), 0, -1):
+            if self.marker.startswith(data[-size:]):
+                keep = size
+                break
+        if keep:
+            self._pending[kind] = data[-keep:]
+            data = data[:-keep]
+        self._keep(kind, data)
+
+    def _keep(self, kind: int, data: bytes) -> None:
+        if data:
+            self._chunks.append(Stdout(data) if kind == 1 else Stderr(data))
+
+    # --- the run -------------------------------------------------------------
+
+    async def wait(self) -> Exit:
+        """The exit the wrapper's markers tell, or, without them, the engine's inspect."""
+        if self._exit is not None:
+            return self._exit
+        await self._over.wait()
+        if self.exit_code is not None:
+            if not self.tty:
+                # Stdout is a pipe of its own: what the command wrote there
+                # before it ended comes before the marker the wrapper wrote
+                # there after it, however the engine interleaves the pipes.
+                with anyio.move_on_after(_STDOUT_MARKER_WAIT):
+                    await self._stdout_marked.wait()
+            self._exit = Exit(self.exit_code, self.signal_number)
+            return self._exit
+        # No marker: the wrapper itself was killed. The engine knows how it
+        # ended, once its exec is over (the output can end a moment before).
+        info: dict[str, Any] = {}
+        with anyio.move_on_after(_EXEC_END_WAIT):
+            while True:
+                info = await self._api.request_json("GET", f"/exec/{self.exec_id}/json")
+                if not info.get("Running") and info.get("ExitCode") is not None:
+                    break
+                await anyio.sleep(0.02)
+        code = int(info.get("ExitCode") or 0)
+        # The inspect has no signal field: a death by signal N is `ExitCode`
+        # 128 + N. The wrapper leaves only by its `exit` after the marker, so an
+        # exec without one was ended by a signal: 128 + N here means signal N.
+        self._exit = Exit(code, signal_of(code))
+        return self._exit
+
+    async def write(self, data: bytes) -> None:
+        """Send `data` up the connection to the exec's stdin."""
+        view = memoryview(data)
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            for start in range(0, len(data), _STDIN_BLOCK):
+                await self._conn.send(bytes(view[start : start + _STDIN_BLOCK]))
+
+    async def close_input(self) -> None:
+        """End the exec's stdin (on a terminal the session typed Ctrl-D instead)."""
+        # Closing the connection's writing half of a terminal would make the
+        # engine hang up the terminal, output and all.
+        if not self.tty:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                await self._conn.send_eof()
+
+    async def signal(self, number: int) -> None:
+        """Send `number` to the command's process group in the container."""
+        # Stdout and stderr are two pipes: the command's first output can come
+        # before the wrapper's pid line on stderr.
+        with anyio.move_on_after(5):
+            await self.pid_known.wait()
+        if self._pid and self.exit_code is None:
+            await self._signal_group(self._pid, number)
+
+    async def kill(self, grace: float) -> None:
+        """Kill the command's tree in the container (also what it left after its exit)."""
+        await self._kill_tree(grace)
+
+    async def resize(self, cols: int, rows: int) -> None:
+        """Resize the exec's terminal through the engine."""
+        with contextlib.suppress(EngineError):
+            await self._api.request(
+                "POST", f"/exec/{self.exec_id}/resize", query={"h": rows, "w": cols}
+            )
+
+    async def release(self) -> None:
+        """Close the connection."""
+        await self._conn.aclose()

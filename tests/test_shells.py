@@ -228,6 +228,19 @@ async def test_cwd_and_env_at_start(tmp_path: Path) -> None:
     assert output.stdout == f"{tmp_path / 'start'}\n s\n".replace("\n ", "\n").encode()
 
 
+async def test_the_class_builds_the_shell_as_ex_shell_does(tmp_path: Path) -> None:
+    """`PersistentShell(ex, ...)` is the shell `ex.shell(...)` gives, options and all."""
+    (tmp_path / "start").mkdir()
+    async with (
+        LocalExecutor(tmp_path) as ex,
+        PersistentShell(ex, cwd="start", env={"STARTVAR": "s"}) as sh,
+    ):
+        assert isinstance(sh, PersistentShell)
+        assert type(sh) is type(ex.shell())
+        output = await sh.run('pwd; echo "$STARTVAR"')
+    assert output.stdout == f"{tmp_path / 'start'}\ns\n".encode()
+
+
 async def test_the_executor_output_cap_applies_to_each_run(tmp_path: Path) -> None:
     """A run's output past `output_limit` is cut in the middle and marked."""
     async with LocalExecutor(tmp_path, output_limit=1000) as ex, ex.shell() as sh:

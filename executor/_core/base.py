@@ -293,7 +293,17 @@ class PersistentShell(AsyncResource):
     its timeout counts from when it starts. Jobs run beside the shell and
     each other. The package's shell (`executor._shells.shell`) says how it
     frames and interrupts commands.
+
+    `PersistentShell(executor, ...)` builds the package's shell, as
+    `executor.shell(...)` does (see `ShellMaker` for the options).
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> PersistentShell:
+        if cls is PersistentShell:
+            # The interface named as a class builds the package's shell (whose
+            # `__init__` Python then calls with the same arguments).
+            cls = cast(type[PersistentShell], _provided(registry.shell, "shell"))
+        return super().__new__(cls)
 
     @abc.abstractmethod
     def wrap(self, wrapper: WrappedExecutor) -> None:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from conftest import alive, require_sandbox

@@ -52,6 +52,8 @@ from executor._core.output import (
 )
 from executor._core.render import signal_name
 from executor._core.resource import AsyncResource
+from executor._core.run import Run, drive
+from executor._core.session import RunSession
 
 if TYPE_CHECKING:
     from executor._core.jobs import Job, JobStatus
@@ -305,7 +307,6 @@ class PersistentShell(AsyncResource):
             cls = cast(type[PersistentShell], _provided(registry.shell, "shell"))
         return super().__new__(cls)
 
-    @abc.abstractmethod
     def wrap(self, wrapper: WrappedExecutor) -> None:
         """Route every `run` and `start_job` through `wrapper`'s own checks and records.
 
@@ -318,8 +319,8 @@ class PersistentShell(AsyncResource):
             ExecutorError: The shell was entered already.
 
         """
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def change_start(self, change: Callable[[Command], Command]) -> None:
         """Change the command that starts the shell process (`Secrets` removes credentials).
 
@@ -327,27 +328,27 @@ class PersistentShell(AsyncResource):
             ExecutorError: The shell was entered already.
 
         """
+        raise NotImplementedError
 
-    @abc.abstractmethod
     async def aclose(self) -> None:
         """Kill every job and the shell, then wait till they are gone; a second call is harmless."""
+        raise NotImplementedError
 
     @property
-    @abc.abstractmethod
     def pid(self) -> int | None:
         """The pid of the running shell on its host (as `$$` says), if one runs."""
+        raise NotImplementedError
 
     @property
-    @abc.abstractmethod
     def state_lost(self) -> bool:
         """Whether the last `run` ran in a fresh shell that replaced a lost one."""
+        raise NotImplementedError
 
     @property
-    @abc.abstractmethod
     def restarts(self) -> int:
         """How many times a fresh shell replaced one that had ended."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     async def run(
         self,
         command: str,
@@ -372,8 +373,8 @@ class PersistentShell(AsyncResource):
             ExecutorError: The shell is closed, or could not start.
 
         """
+        raise NotImplementedError
 
-    @abc.abstractmethod
     async def start_job(self, command: str, *, timeout: Timeout = None) -> Job:
         """Start `command` as a background job beside the shell and return its handle.
 
@@ -392,12 +393,12 @@ class PersistentShell(AsyncResource):
             ExecutorError: The shell is closed, or the job could not start.
 
         """
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def jobs(self) -> list[JobStatus]:
         """Every job this shell started, in start order, finished ones too."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def job(self, job_id: str) -> Job:
         """The job with this id.
 
@@ -405,6 +406,7 @@ class PersistentShell(AsyncResource):
             ExecutorError: No job of this shell has that id.
 
         """
+        raise NotImplementedError
 
 
 class WrappedExecutor(ToolExecutor):
@@ -802,6 +804,41 @@ class CommandRunner(ToolExecutor):
 
     def _timeout(self, cmd: Command) -> float | None:
         return cmd.timeout if cmd.timeout is not None else self.default_timeout
+
+    async def _drive(
+        self, run: Run, cmd: Command, stdin: bytes | None, sink: Sink | None
+    ) -> CommandOutput:
+        """Run a started command to its end with this executor's cap, timeout, grace and drain."""
+        return await drive(
+            run,
+            buffer=self.output_buffer(sink),
+            sink=sink,
+            stdin=stdin,
+            timeout=self._timeout(cmd),
+            kill_grace=self.kill_grace,
+            drain_timeout=self.drain_timeout,
+        )
+
+    def _run_session(
+        self,
+        start: Callable[[], Awaitable[Run]],
+        cmd: Command,
+        *,
+        pty: bool,
+        offer_yields: bool = True,
+    ) -> RunSession:
+        """A session of `cmd` that `start` starts, run as `exec_cmd` runs it (see `RunSession`)."""
+        return RunSession(
+            start,
+            pty=pty,
+            initial_stdin=cmd.stdin,
+            finish=self._checked,
+            output_buffer=self.output_buffer,
+            timeout=self._timeout(cmd),
+            kill_grace=self.kill_grace,
+            drain_timeout=self.drain_timeout,
+            offer_yields=offer_yields,
+        )
 
     async def _run(self, cmd: Command, sink: Sink | None) -> CommandOutput:
         self._check_open()

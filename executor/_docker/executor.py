@@ -45,8 +45,8 @@ from executor._core.commands import (
 from executor._core.errors import CommandError, EngineError, ExecutorError, NonZeroExit, TimedOut
 from executor._core.output import Chunk, CommandOutput, Sink, Stderr, Stdout
 from executor._core.proc import proc_stat
-from executor._core.run import Run, drive
-from executor._core.session import ProcessSession, RunSession
+from executor._core.run import Run
+from executor._core.session import ProcessSession
 from executor._core.treekill import TreeKiller, tree_pattern
 from executor._docker.api import Connection, EngineClient, _message
 from executor._docker.build import BuiltImage, DockerBuild, build_image
@@ -678,15 +678,7 @@ class DockerExecutor(CommandRunner):
         try:
             await run.start(request)
             if run.failure is None:
-                output = await drive(
-                    run,
-                    buffer=self.output_buffer(sink),
-                    sink=sink,
-                    stdin=stdin,
-                    timeout=self._timeout(cmd),
-                    kill_grace=self.kill_grace,
-                    drain_timeout=self.drain_timeout,
-                )
+                output = await self._drive(run, cmd, stdin, sink)
         finally:
             await run_to_completion(run.release)
         if run.failure is not None:
@@ -709,15 +701,7 @@ class DockerExecutor(CommandRunner):
         )
         run = await self._start_exec(api, container_id, prepared, tty=False)
         try:
-            output = await drive(
-                run,
-                buffer=self.output_buffer(sink),
-                sink=sink,
-                stdin=stdin,
-                timeout=self._timeout(cmd),
-                kill_grace=self.kill_grace,
-                drain_timeout=self.drain_timeout,
-            )
+            output = await self._drive(run, cmd, stdin, sink)
         finally:
             await run_to_completion(run.release)
         return self._checked(output)
@@ -744,16 +728,7 @@ class DockerExecutor(CommandRunner):
             api, container_id, prepared = await self._prepare(cmd, argv, stdin=True, tty=pty)
             return await self._start_exec(api, container_id, prepared, tty=pty)
 
-        return RunSession(
-            start,
-            pty=pty,
-            initial_stdin=cmd.stdin,
-            finish=self._checked,
-            output_buffer=self.output_buffer,
-            timeout=self._timeout(cmd),
-            kill_grace=self.kill_grace,
-            drain_timeout=self.drain_timeout,
-        )
+        return self._run_session(start, cmd, pty=pty)
 
     async def _plain_exec(
         self,

@@ -36,8 +36,8 @@ from executor._core.errors import ExecutorError, NonZeroExit, TimedOut
 from executor._core.output import CommandOutput, Sink, Stderr, Stdout
 from executor._core.proc import boot_clock
 from executor._core.readonly import running_read_only
-from executor._core.run import Run, drive
-from executor._core.session import ProcessSession, RunSession
+from executor._core.run import Run
+from executor._core.session import ProcessSession
 from executor._files.rules import normalise_extensions, wanted as wanted_name
 from executor._files.walk import stream_text_files
 from executor._local.confine import (
@@ -270,21 +270,11 @@ class LocalExecutor(CommandRunner):
             # The session ends what the command left when its block is left.
             return LocalRun(spawned, keep_tree=True, pty=pty)
 
-        return RunSession(
-            open_process,
-            finish=self._checked,
-            initial_stdin=cmd.stdin,
-            pty=pty,
-            output_buffer=self.output_buffer,
-            timeout=self._timeout(cmd),
-            kill_grace=self.kill_grace,
-            drain_timeout=self.drain_timeout,
-            # The run's reader lets the loop in at least every millisecond of a
-            # flood, and a full chunk buffer makes it wait: a trip per chunk
-            # besides measured no faster (`bench_sessions.py`, 0.92-1.06x
-            # `exec_cmd_streaming` either way).
-            offer_yields=False,
-        )
+        # The run's reader lets the loop in at least every millisecond of a
+        # flood, and a full chunk buffer makes it wait: a trip per chunk
+        # besides measured no faster (`bench_sessions.py`, 0.92-1.06x
+        # `exec_cmd_streaming` either way).
+        return self._run_session(open_process, cmd, pty=pty, offer_yields=False)
 
     async def stream_files(
         self, path: StrPath, extensions: Iterable[str] | None = None
@@ -463,15 +453,7 @@ class LocalExecutor(CommandRunner):
             cmd, argv, stdin=stdin is not None, sink=sink, timeout=timeout, wait=False
         )
         try:
-            output = await drive(
-                LocalRun(spawned),
-                buffer=self.output_buffer(sink),
-                sink=sink,
-                stdin=stdin,
-                timeout=timeout,
-                kill_grace=self.kill_grace,
-                drain_timeout=self.drain_timeout,
-            )
+            output = await self._drive(LocalRun(spawned), cmd, stdin, sink)
         except StartFailed as failed:
             # Reported by the shim once the run had begun (see `_spawn`'s `wait`).
             cwd = self.resolve(cmd) if failed.where == "cwd" else None

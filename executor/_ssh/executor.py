@@ -57,8 +57,7 @@ from executor._core.commands import (
 from executor._core.errors import ExecutorError, TimedOut
 from executor._core.output import CommandOutput, Sink, Stdout
 from executor._core.proc import TREE_VARIABLE
-from executor._core.run import drive
-from executor._core.session import ProcessSession, RunSession
+from executor._core.session import ProcessSession
 from executor._core.treekill import SETTLE, TreeKiller, tree_pattern
 from executor._files.rules import normalise_extensions
 from executor._ssh.errors import (
@@ -285,16 +284,7 @@ class SshExecutor(CommandRunner):
 
         """
         argv = self._session_argv(cmd)
-        return RunSession(
-            functools.partial(self.open_run, cmd, argv, pty=pty),
-            pty=pty,
-            initial_stdin=cmd.stdin,
-            finish=self._checked,
-            output_buffer=self.output_buffer,
-            timeout=self._timeout(cmd),
-            kill_grace=self.kill_grace,
-            drain_timeout=self.drain_timeout,
-        )
+        return self._run_session(functools.partial(self.open_run, cmd, argv, pty=pty), cmd, pty=pty)
 
     async def stream_files(
         self, path: StrPath, extensions: Iterable[str] | None = None
@@ -640,16 +630,8 @@ class SshExecutor(CommandRunner):
         self, cmd: Command, argv: Sequence[str], stdin: bytes | None, sink: Sink | None
     ) -> CommandOutput:
         run = await self.open_run(cmd, argv)
-        output = await drive(
-            run,
-            buffer=self.output_buffer(sink),
-            sink=sink,
-            # Without stdin the command reads an empty one at once.
-            stdin=b"" if stdin is None else stdin,
-            timeout=self._timeout(cmd),
-            kill_grace=self.kill_grace,
-            drain_timeout=self.drain_timeout,
-        )
+        # Without stdin the command reads an empty one at once.
+        output = await self._drive(run, cmd, b"" if stdin is None else stdin, sink)
         return self._checked(output)
 
     async def _kill(self, tag: str, grace: float | None = None, *, settle: bool = False) -> None:

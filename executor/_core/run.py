@@ -86,8 +86,8 @@ class Drain:
     """The run's phase, as its readers see it: running, exited, past the drain period.
 
     `drive` makes one per run. A reader waiting for output is woken when the
-    command exits (`interruptible`, or a callback given to `on_stop`) and
-    when the drain period ends (`stopping`).
+    drain period ends (`stopping`), through `interruptible` or a callback
+    given to `on_stop`.
 
     Attributes:
         period: The drain period (the executor's `drain_timeout`), in seconds.
@@ -112,7 +112,7 @@ class Drain:
 
     @contextmanager
     def interruptible(self) -> Iterator[anyio.CancelScope]:
-        """A scope around a wait for output, cancelled at the exit and at the drain's end.
+        """A scope around a wait for output, cancelled at the drain's end.
 
         The wait it cuts short must lose nothing (a cancel-safe receive).
         """
@@ -130,18 +130,20 @@ class Drain:
         return self.exited + max(self.period, look)
 
     def exit(self) -> None:
-        """The command exited: wake the readers, to set their deadline."""
+        """The command exited: from now on the readers have a deadline.
+
+        No reader is woken for it: a remote command's exit comes over its
+        connection like its output, and wakes its reader itself (a cancelled
+        wait costs a tenth of a millisecond), and the drain's end wakes one
+        that reads again before it has learnt of the exit here.
+        """
         self.exited = anyio.current_time()
-        self._interrupt()
 
     def stop(self) -> None:
-        """The drain period is over."""
+        """The drain period is over: wake the readers."""
         self.stopping = True
         for interrupt in tuple(self._stops):
             interrupt()
-        self._interrupt()
-
-    def _interrupt(self) -> None:
         for scope in tuple(self._scopes):
             scope.cancel()
 
@@ -324,8 +326,11 @@ async def drive(
         async with anyio.create_task_group() as tasks:
             for reader in readers:
                 tasks.start_soon(state.read, reader)
-            if stdin is not None:
+            if stdin:
                 tasks.start_soon(feed, run, stdin)
+            elif stdin is not None:
+                # Nothing to write: the input ends at once, with no task for it.
+                await run.close_input()
             with anyio.move_on_after(math.inf if timeout is None else timeout):
                 exit = await run.wait()
             if exit is None or exit.timed_out:
@@ -337,7 +342,7 @@ async def drive(
             await state.drain_after(timed_out=timed_out)
             # Only what still runs is cancelled: anyio's cancel() formats the
             # task's repr (a tenth of a millisecond a command).
-            if state.readers or stdin is not None:
+            if state.readers or stdin:
                 tasks.cancel_scope.cancel()
     except BaseException as exc:
         await run_to_completion(lambda: run.kill(kill_grace))
@@ -375,7 +380,7 @@ class Arrivals(abc.ABC):
 
     @abc.abstractmethod
     async def arrive(self) -> None:
-        """Wait until more arrives: a chunk, or the end. Cancelled, it loses nothing."""
+        """Wait until more arrives: a chunk, the exit, or the end. Cancelled, it loses nothing."""
 
 
 async def read_arrivals(arrivals: Arrivals, emit: Emit, drain: Drain) -> None:
@@ -395,7 +400,8 @@ async def read_arrivals(arrivals: Arrivals, emit: Emit, drain: Drain) -> None:
             return
         deadline = drain.deadline(REMOTE_LOOK)
         if deadline is None:
-            # Woken at the exit, to set the deadline.
+            # The exit comes as an arrival too; a reader that looks again
+            # before `drive` has seen it is woken at the drain's end.
             with drain.interruptible():
                 await arrivals.arrive()
             continue

@@ -117,19 +117,7 @@ class ShellJob(Job):
         )
 
     async def read(self, max_bytes: int | None = None, *, wait: float = 0.0) -> CommandOutput:
-        """The output that arrived since the last read, at most `max_bytes` of it.
-
-        The unread output is bounded (the shell's job buffer): what overflowed
-        it, and what passes `max_bytes`, is cut from the middle, and the
-        output says so (`truncated`, `elided`, the marker in `text()`); a cut
-        part is gone, not left for the next read. `exit_code` is set once the
-        job has ended.
-
-        Args:
-            max_bytes: The most bytes to return (head and tail); `None` for all.
-            wait: Seconds to wait for output when none has arrived yet.
-
-        """
+        """The output that arrived since the last read (see `Job.read`)."""
         if max_bytes is not None and max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0 or None, got {max_bytes!r}")
         if wait > 0 and not self._unread_bytes and not self.done:

@@ -561,22 +561,7 @@ class FramedShell(PersistentShell):
         stdin: str | bytes | None = None,
         sink: Sink | None = None,
     ) -> ShellOutput:
-        """Run `command` in the shell and return its own output.
-
-        Args:
-            command: A shell script, run as typed at the prompt (it may span lines).
-            timeout: Seconds before it is interrupted (the shell's default if `None`).
-            stdin: Its input, then end of file; without it, it reads end of file at once.
-            sink: Called with each chunk of its output as it is read.
-
-        Raises:
-            NonZeroExit: It exited with a code other than 0.
-            TimedOut: It ran past `timeout` and was interrupted (see the module docstring).
-            ShellExited: It ended the shell (or the shell died while it ran).
-            PolicyDenied: A policy of the executor refused it; nothing ran.
-            ExecutorError: The shell is closed, or could not start.
-
-        """
+        """Run `command` in the shell (see `PersistentShell.run`, and above for timeouts)."""
         self._check_open()
         cmd = Command.shell(command).with_timeout(timeout).with_stdin(stdin)
         self._lost = False
@@ -735,23 +720,7 @@ class FramedShell(PersistentShell):
     # Jobs.
 
     async def start_job(self, command: str, *, timeout: Timeout = None) -> Job:
-        """Start `command` as a background job beside the shell and return its handle.
-
-        The job is a process of its own (a session of the executor), started
-        in the shell's current working directory with its exported variables,
-        functions and aliases (as they are when the job starts; plain
-        variables and options are not carried). It runs until it ends, is
-        killed, or the shell is closed; a shell restart leaves it running.
-
-        Args:
-            command: The shell script to run.
-            timeout: Seconds before the job is killed (`None`: it runs until it ends).
-
-        Raises:
-            PolicyDenied: A policy of the executor refused it.
-            ExecutorError: The shell is closed, or the job could not start.
-
-        """
+        """Start `command` as a background job (see `PersistentShell.start_job`)."""
         self._check_open()
         assert self._tasks is not None
         cmd = Command.shell(command).with_timeout(timeout)

@@ -141,13 +141,11 @@ if TYPE_CHECKING:
         DockerBuild as DockerBuild,
         build_image as build_image,
     )
+    from executor._docker.container import ContainerState as ContainerState
     from executor._docker.dockerignore import (
         DockerIgnore as DockerIgnore,
     )
-    from executor._docker.executor import (
-        ContainerState as ContainerState,
-        DockerExecutor as DockerExecutor,
-    )
+    from executor._docker.executor import DockerExecutor as DockerExecutor
     from executor._journal.codec import Outcome as Outcome
     from executor._journal.keys import IdempotencyKey as IdempotencyKey
     from executor._journal.protocol import (
@@ -326,7 +324,7 @@ _HOME_OF: dict[str, str] = {
     "CommandOutput": "executor._core.output",
     "CommandRules": "executor._policies.rules",
     "CommandStarted": "executor._policies.observed",
-    "ContainerState": "executor._docker.executor",
+    "ContainerState": "executor._docker.container",
     "ContextWindow": "executor._tools.context",
     "DangerousCommands": "executor._policies.rules",
     "DEFAULT_OUTPUT_LIMIT": "executor._core.base",

@@ -22,7 +22,7 @@ import pytest
 
 from executor._core.errors import EngineError
 from executor._docker.api import EngineClient
-from executor._docker.executor import LABEL_MANAGED, LABEL_OWNER, owner_label
+from executor._docker.container import LABEL_MANAGED, LABEL_OWNER, owner_label
 
 PYTHON_IMAGE = os.environ.get("EXECUTOR_DOCKER_IMAGE", "executor-test/python")
 BUSYBOX_IMAGE = os.environ.get("EXECUTOR_DOCKER_BUSYBOX", "executor-test/busybox")
@@ -102,7 +102,7 @@ def start_labelled_container(image: str) -> str:
 
     The caller removes it (`docker("rm", "-f", id)`).
     """
-    from executor._docker.executor import LABEL_MANAGED, LABEL_OWNER, owner_label
+    from executor._docker.container import LABEL_MANAGED, LABEL_OWNER, owner_label
 
     return docker(
         "run",

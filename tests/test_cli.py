@@ -32,7 +32,7 @@ from executor import (
 )
 from executor._cli.backends import SshTarget, ssh_target
 from executor._core.proc import TREE_VARIABLE
-from executor._docker.executor import LABEL_MANAGED, LABEL_OWNER
+from executor._docker.container import LABEL_MANAGED, LABEL_OWNER
 
 # Every child gets at most this long: a hanging CLI fails the test instead of the run.
 LIMIT = 30.0

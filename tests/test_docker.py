@@ -38,11 +38,8 @@ from executor import (
     TimedOut,
     ToolExecutor,
 )
-from executor._docker.executor import (
-    LABEL_MANAGED,
-    DockerExecutor,
-    collect_garbage,
-)
+from executor._docker.container import LABEL_MANAGED, collect_garbage
+from executor._docker.executor import DockerExecutor
 from executor.testing import ExecutorContract, ReadOnlyContract, SessionContract, read_until
 
 pytestmark = pytest.mark.anyio

@@ -137,7 +137,7 @@ def _build(args: argparse.Namespace) -> int:
 
 def run_docker_command(args: argparse.Namespace) -> int:
     """Run `docker gc` or `docker build`; return the exit code (125 when the engine fails)."""
-    from executor._docker.executor import collect_garbage
+    from executor._docker.container import collect_garbage
 
     if args.docker_command == "build":
         return _build(args)

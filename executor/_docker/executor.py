@@ -8,18 +8,12 @@ See `DockerExecutor` for what it guarantees.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import io
 import itertools
-import json
 import math
 import os
 import posixpath
-import socket
-import tarfile
 import tempfile
-import time
 import urllib.parse
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
@@ -44,31 +38,27 @@ from executor._core.commands import (
 )
 from executor._core.errors import CommandError, EngineError, ExecutorError, NonZeroExit, TimedOut
 from executor._core.output import Chunk, CommandOutput, Sink, Stderr, Stdout
-from executor._core.proc import proc_stat
 from executor._core.run import Run
 from executor._core.session import ProcessSession
 from executor._core.treekill import TreeKiller, tree_pattern
-from executor._docker.api import Connection, EngineClient, _message
+from executor._docker import archive, container
+from executor._docker.api import Connection, EngineClient
 from executor._docker.build import BuiltImage, DockerBuild, build_image
 from executor._docker.channel import Channel
-from executor._docker.dockerignore import DockerIgnore, pack_context
+from executor._docker.container import (
+    LABEL_KEEP,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    ContainerState,
+    owner_label,
+)
 from executor._docker.run import ExecRun, HelperRun
 from executor._files.rules import normalise_extensions
 from executor._files.walk import stream_text_files
 
-LABEL_MANAGED: Final = "io.executor.managed"
-"""Label on every container a `DockerExecutor` creates."""
-LABEL_OWNER: Final = "io.executor.owner"
-"""Label naming the process that created the container: `host:pid:start-time`."""
-LABEL_KEEP: Final = "io.executor.keep"
-"""Label on a container made with `keep=True`: `docker gc` leaves it (unless `--all`)."""
 # The variable every process of a command inherits: how the kill finds them.
 TREE_VARIABLE: Final = "EXECUTOR_DOCKER_TREE"
 
-# Prints the container's memory cgroup events (cgroup v2, else v1): `oom_kill N`.
-_OOM_COUNT = (
-    "cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control"
-)
 # Keeps the container alive under its init; a TERM ends it at once.
 _KEEPALIVE = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
 # Runs each shell or argv command. It prints its pid (the process group: the
@@ -117,43 +107,8 @@ k=
 printf '\\000%s %s%s\\n' "$n" "$c" "$k" >&2
 exit $c
 """
-# Gives the staged file (and the folders made for it) to the command user,
-# then renames it over the target: paths are arguments, never script text.
-_RENAME: Final = """o=$1 s=$2 t=$3
-shift 3
-if [ -n "$o" ]; then chown -- "$o" "$s" "$@" || exit 1; fi
-exec mv -f -- "$s" "$t"
-"""
-# Go's os.FileMode bits, as the archive endpoint reports a path's mode.
-_MODE_DIR = 1 << 31
-_MODE_SYMLINK = 1 << 27
-_MODE_TYPE = (1 << 31) | (1 << 27) | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)
-_SYMLINK_HOPS = 40
-_READ_BLOCK = 1 << 16
 # Past its grace, how long a kill may take before it is given up.
 _KILL_WAIT = 20.0
-
-
-def _boot_start_time(pid: int) -> str:
-    # A pid alone is reused; its start time (clock ticks since boot) is not.
-    stat = proc_stat(pid)
-    return "0" if stat is None else str(stat.start)
-
-
-def owner_label(pid: int | None = None) -> str:
-    """The owner label for process `pid` (this one by default): `host:pid:start-time`."""
-    pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}:{pid}:{_boot_start_time(pid)}"
-
-
-def _owner_alive(label: str) -> bool | None:
-    """Whether the process the label names still runs; `None` when it is on another host."""
-    host, _, rest = label.partition(":")
-    pid_text, _, started = rest.partition(":")
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return None
-    pid = int(pid_text)
-    return os.path.exists(f"/proc/{pid}") and _boot_start_time(pid) == started
 
 
 def _absolute_workdir(value: str | None) -> str | None:
@@ -429,12 +384,12 @@ class DockerExecutor(CommandRunner):
                 # The engine makes a missing workdir as root: hand it to the user.
                 await self._plain_exec(api, container_id, ["chown", self.user, self._workdir])
             if self.copy_in is not None:
-                archive = await anyio.to_thread.run_sync(_tar_folder, self.copy_in)
+                tarball = await anyio.to_thread.run_sync(archive.tar_folder, self.copy_in)
                 await api.request(
                     "PUT",
                     f"/containers/{container_id}/archive",
                     query={"path": self._workdir, "copyUIDGID": self.user is not None},
-                    body=archive,
+                    body=tarball,
                     content_type="application/x-tar",
                 )
         except BaseException:
@@ -495,8 +450,8 @@ class DockerExecutor(CommandRunner):
             # The engine marks an OOM kill only when the container ends; while it
             # runs, the container's memory cgroup counts them (v2 or v1 names).
             with contextlib.suppress(ExecutorError, EngineError):
-                report = await self._plain_exec(api, name, ["/bin/sh", "-c", _OOM_COUNT])
-                kills = _oom_kills(report.decode("utf-8", "replace"))
+                report = await self._plain_exec(api, name, ["/bin/sh", "-c", container.OOM_COUNT])
+                kills = container.oom_kills(report.decode("utf-8", "replace"))
                 state = attrs.evolve(state, oom_kills=kills, oom_killed=bool(kills))
         return state
 
@@ -527,7 +482,7 @@ class DockerExecutor(CommandRunner):
                 async for data in response.iter_bytes():
                     yield Stdout(data)
                 return
-            async for kind, data in _log_frames(response.iter_bytes()):
+            async for kind, data in container.log_frames(response.iter_bytes()):
                 yield Stderr(data) if kind == 2 else Stdout(data)
 
     # --- commands ------------------------------------------------------------
@@ -791,31 +746,6 @@ class DockerExecutor(CommandRunner):
 
     # --- files ---------------------------------------------------------------
 
-    async def _stat(self, api: EngineClient, container_id: str, path: str) -> dict[str, Any] | None:
-        """The archive endpoint's stat of `path` (not following a last symlink), or `None`."""
-        response, _ = await api.request(
-            "HEAD",
-            f"/containers/{container_id}/archive",
-            query={"path": path},
-            ok=(200, 404, 500),
-        )
-        if response.status == 404:
-            return None
-        if response.status != 200:
-            # A HEAD reply has no body to say why: ask again for the message.
-            _, body = await api.request(
-                "GET",
-                f"/containers/{container_id}/archive",
-                query={"path": path},
-                ok=(200, 404),
-            )
-            raise EngineError(f"Docker engine: {_message(body)}", response.status)
-        header = response.headers.get("x-docker-container-path-stat")
-        if not header:
-            return None
-        info: dict[str, Any] = json.loads(base64.b64decode(header))
-        return info
-
     async def _read_file(self, cmd: ReadFile, sink: Sink | None) -> CommandOutput:
         started = anyio.current_time()
         try:
@@ -823,7 +753,7 @@ class DockerExecutor(CommandRunner):
         except EngineError as error:
             if not error.status:
                 raise
-            raise await file_failure(cmd.path, _reason(error), started, sink) from error
+            raise await file_failure(cmd.path, archive.reason(error), started, sink) from error
         except OSError as error:
             # The read limit, passed (see `FileBuffer`).
             raise await file_failure(cmd.path, error, started, sink) from error
@@ -836,18 +766,18 @@ class DockerExecutor(CommandRunner):
         buffer = self.file_buffer(cmd.path, sink)
         path = self.resolve(cmd, cmd.path)
         with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
-            for _ in range(_SYMLINK_HOPS):
-                info = await self._stat(api, container_id, path)
+            for _ in range(archive.SYMLINK_HOPS):
+                info = await archive.stat(api, container_id, path)
                 if info is None:
                     raise await file_failure(cmd.path, "No such file or directory", started, sink)
                 mode = int(info.get("mode", 0))
-                if mode & _MODE_SYMLINK:
+                if mode & archive.MODE_SYMLINK:
                     target = str(info.get("linkTarget") or "")
                     path = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
                     continue
-                if mode & _MODE_DIR:
+                if mode & archive.MODE_DIR:
                     raise await file_failure(cmd.path, "Is a directory", started, sink)
-                if mode & _MODE_TYPE:
+                if mode & archive.MODE_TYPE:
                     raise await file_failure(cmd.path, "not a regular file", started, sink)
                 break
             else:
@@ -858,7 +788,7 @@ class DockerExecutor(CommandRunner):
             async with api.stream(
                 "GET", f"/containers/{container_id}/archive", query={"path": path}
             ) as response:
-                async for data in _tar_member(response.iter_bytes()):
+                async for data in archive.tar_member(response.iter_bytes()):
                     chunk = Stdout(data)
                     buffer.append(chunk)
                     if sink is not None:
@@ -884,7 +814,7 @@ class DockerExecutor(CommandRunner):
             except EngineError as error:
                 if not error.status:
                     raise
-                raise await file_failure(cmd.path, _reason(error), started, sink) from error
+                raise await file_failure(cmd.path, archive.reason(error), started, sink) from error
 
         await run_to_completion(write)
         return done[0]
@@ -897,13 +827,13 @@ class DockerExecutor(CommandRunner):
         directory, name = posixpath.split(path)
         if not name or name in (".", "..") or cmd.path.endswith("/"):
             raise await file_failure(cmd.path, "Is a directory", started, sink)
-        existing = await self._stat(api, container_id, path)
+        existing = await archive.stat(api, container_id, path)
         mode = 0o644
         if existing is not None:
             kind = int(existing.get("mode", 0))
-            if kind & _MODE_DIR:
+            if kind & archive.MODE_DIR:
                 raise await file_failure(cmd.path, "Is a directory", started, sink)
-            if not kind & _MODE_TYPE:
+            if not kind & archive.MODE_TYPE:
                 mode = kind & 0o7777
         uid, gid = await self._owner(api, container_id)
         # The deepest folder that exists receives the archive; the missing
@@ -911,34 +841,34 @@ class DockerExecutor(CommandRunner):
         base = directory
         missing: list[str] = []
         while True:
-            info = await self._stat(api, container_id, base)
+            info = await archive.stat(api, container_id, base)
             if info is not None:
-                if not int(info.get("mode", 0)) & _MODE_DIR:
+                if not int(info.get("mode", 0)) & archive.MODE_DIR:
                     raise await file_failure(cmd.path, "Not a directory", started, sink)
                 break
             base, part = posixpath.split(base)
             missing.insert(0, part)
         temporary = f".{name[:32]}.{uuid.uuid4().hex[:12]}.tmp"
         staged = posixpath.join(directory, temporary)
-        archive = _tar_file(missing, temporary, cmd.content, mode)
+        tarball = archive.tar_file(missing, temporary, cmd.content, mode)
         try:
             await api.request(
                 "PUT",
                 f"/containers/{container_id}/archive",
                 query={"path": base},
-                body=archive,
+                body=tarball,
                 content_type="application/x-tar",
             )
         except EngineError as error:
             # The engine may have unpacked part of it (a full disk, say).
             with contextlib.suppress(ExecutorError):
                 await self._plain_exec(api, container_id, ["rm", "-f", "--", staged])
-            raise await file_failure(cmd.path, _reason(error), started, sink) from error
+            raise await file_failure(cmd.path, archive.reason(error), started, sink) from error
         # The engine unpacks as root; the new folders and the file go to the
         # user, then the rename makes the new content appear all at once.
         created = [posixpath.join(base, *missing[: i + 1]) for i in range(len(missing))]
         owner = f"{uid}:{gid}" if (uid, gid) != (0, 0) else ""
-        argv = ["/bin/sh", "-c", _RENAME, "sh", owner, staged, path, *created]
+        argv = ["/bin/sh", "-c", archive.RENAME, "sh", owner, staged, path, *created]
         try:
             await self._plain_exec(api, container_id, argv)
         except ExecutorError as error:
@@ -975,21 +905,21 @@ class DockerExecutor(CommandRunner):
             display = ""
         wanted = normalise_extensions(extensions)
         source = self.resolve(Command.shell(":"), raw)
-        info = await self._stat(api, container_id, source)
+        info = await archive.stat(api, container_id, source)
         if info is None:
             raise FileNotFoundError(f"no such folder: {raw}")
         mode = int(info.get("mode", 0))
-        if mode & _MODE_SYMLINK:
+        if mode & archive.MODE_SYMLINK:
             return
         with tempfile.TemporaryDirectory(prefix="executor-docker-") as scratch:
             async with api.stream(
                 "GET", f"/containers/{container_id}/archive", query={"path": source}
             ) as response:
-                await _unpack(response.iter_bytes(), scratch)
+                await archive.unpack(response.iter_bytes(), scratch)
             name = posixpath.basename(source) or "root"
             unpacked = os.path.join(scratch, name)
-            if not mode & _MODE_DIR:
-                if mode & _MODE_TYPE or not os.path.isfile(unpacked):  # noqa: ASYNC240 (scratch)
+            if not mode & archive.MODE_DIR:
+                if mode & archive.MODE_TYPE or not os.path.isfile(unpacked):  # noqa: ASYNC240 (scratch)
                     return
                 # Closed at once when the caller stops early, not when collected.
                 single = stream_text_files(unpacked, display, extensions=wanted)
@@ -1006,17 +936,6 @@ class DockerExecutor(CommandRunner):
                         yield loaded
             finally:
                 os.close(fd)
-
-
-def _reason(error: EngineError) -> str:
-    """The OS's words for an archive failure, without the engine's host-side paths."""
-    message = error.message.removeprefix("Docker engine: ")
-    for words in ("Not a directory", "No such file or directory", "Permission denied"):
-        if words.lower() in message.lower():
-            return words
-    if "read-only file system" in message.lower():
-        return "Read-only file system"
-    return message
 
 
 def _quote(name: str) -> str:
@@ -1043,201 +962,3 @@ async def _frames(conn: Connection) -> AsyncGenerator[tuple[int, bytes], None]:
             yield header[0], data
         if len(data) < size:
             return
-
-
-async def _tar_member(pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The content of the first member of a tar stream, piece by piece."""
-    buffer = bytearray()
-    size: int | None = None
-    async for piece in pieces:
-        if size is None:
-            buffer += piece
-            while size is None and len(buffer) >= 512:
-                header = tarfile.TarInfo.frombuf(bytes(buffer[:512]), "utf-8", "surrogateescape")
-                del buffer[:512]
-                if header.type in (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.GNUTYPE_LONGNAME):
-                    # An extended header before the member: skip its padded body.
-                    skip = -(-header.size // 512) * 512
-                    while len(buffer) < skip:
-                        more = await anext(pieces, None)
-                        if more is None:
-                            return
-                        buffer += more
-                    del buffer[:skip]
-                    continue
-                size = header.size
-            if size is None:
-                continue
-            piece = bytes(buffer)
-            buffer.clear()
-        if size <= 0:
-            continue
-        data = piece[:size]
-        size -= len(data)
-        if data:
-            yield data
-    return
-
-
-def _tar_file(folders: list[str], name: str, content: bytes, mode: int) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        prefix = ""
-        now = time.time()
-        for folder in folders:
-            prefix = f"{prefix}{folder}/"
-            info = tarfile.TarInfo(prefix.rstrip("/"))
-            info.type = tarfile.DIRTYPE
-            info.mode = 0o755
-            info.mtime = now
-            tar.addfile(info)
-        info = tarfile.TarInfo(f"{prefix}{name}")
-        info.size = len(content)
-        info.mode = mode
-        info.mtime = now
-        tar.addfile(info, io.BytesIO(content))
-    return out.getvalue()
-
-
-async def _log_frames(pieces: AsyncIterator[bytes]) -> AsyncIterator[tuple[int, bytes]]:
-    """The engine's multiplexed frames (8-byte header: stream, 3 zeros, big-endian size)."""
-    pending = b""
-    async for piece in pieces:
-        pending += piece
-        while len(pending) >= 8:
-            size = int.from_bytes(pending[4:8], "big")
-            if len(pending) < 8 + size:
-                break
-            yield pending[0], pending[8 : 8 + size]
-            pending = pending[8 + size :]
-
-
-def _oom_kills(report: str) -> int | None:
-    for line in report.splitlines():
-        key, _, value = line.partition(" ")
-        if key == "oom_kill" and value.strip().isdigit():
-            return int(value)
-    return None
-
-
-@attrs.frozen
-class ContainerState:
-    """A container's state, as the engine reports it."""
-
-    status: str
-    """`created`, `running`, `paused`, `restarting`, `removing`, `exited` or `dead`."""
-    running: bool
-    exit_code: int | None
-    """The main process's exit code once it exited; `None` while it runs."""
-    oom_killed: bool
-    """Whether the kernel's OOM killer ended a process of the container (its memory limit)."""
-    oom_kills: int | None = None
-    """How many processes the OOM killer ended in a running container, where its cgroup says."""
-    error: str | None = None
-    pid: int | None = None
-
-    @classmethod
-    def from_inspect(cls, state: Mapping[str, Any]) -> ContainerState:
-        """The state from the `State` object of the engine's container inspect."""
-        running = bool(state.get("Running"))
-        return cls(
-            status=str(state.get("Status", "")),
-            running=running,
-            exit_code=None if running else int(state.get("ExitCode", 0)),
-            oom_killed=bool(state.get("OOMKilled")),
-            error=state.get("Error") or None,
-            pid=int(state["Pid"]) if state.get("Pid") else None,
-        )
-
-
-def _tar_folder(folder: str) -> bytes:
-    if not os.path.isdir(folder):
-        raise ExecutorError(f"copy_in: {folder} is not a folder")
-    # What `docker build` would send of it: its `.dockerignore` honoured.
-    return pack_context(folder, DockerIgnore.of_folder(folder)).data
-
-
-async def _unpack(pieces: AsyncIterator[bytes], destination: str) -> None:
-    """Unpack a tar stream into `destination`: folders and regular files only."""
-    send, receive = anyio.create_memory_object_stream[bytes | None](4)
-
-    class _Reader(io.RawIOBase):
-        def __init__(self) -> None:
-            self._rest = b""
-            self.ended = False
-
-        def readable(self) -> bool:
-            return True
-
-        def readinto(self, target: Any) -> int:
-            while not self._rest:
-                if self.ended:
-                    return 0
-                piece = anyio.from_thread.run(receive.receive)
-                if piece is None:
-                    self.ended = True
-                    return 0
-                self._rest = piece
-            size = min(len(target), len(self._rest))
-            target[:size] = self._rest[:size]
-            self._rest = self._rest[size:]
-            return size
-
-    def extract() -> None:
-        reader = _Reader()
-        with tarfile.open(fileobj=io.BufferedReader(reader), mode="r|") as tar:
-            for member in tar:
-                if member.isdir() or member.isreg():
-                    tar.extract(member, destination, set_attrs=False, filter="data")
-        # Drain what follows the archive's end, so the feeder is never stuck.
-        while reader.readinto(bytearray(_READ_BLOCK)):
-            pass
-
-    async def feed() -> None:
-        async with send:
-            async for piece in pieces:
-                await send.send(piece)
-            await send.send(None)
-
-    with receive:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(feed)
-            await anyio.to_thread.run_sync(extract)
-
-
-async def collect_garbage(docker_host: str | None = None, *, everything: bool = False) -> list[str]:
-    """Remove containers labelled as ours whose owner process is gone.
-
-    Args:
-        docker_host: The engine's address; default `DOCKER_HOST`.
-        everything: Remove every container labelled as ours, owner alive or not
-            (also those made on other hosts, whose owner cannot be checked, and
-            those made with `keep=True`, which are otherwise left).
-
-    Returns:
-        The ids of the containers removed.
-
-    """
-    api = EngineClient(docker_host)
-    removed: list[str] = []
-    try:
-        containers = await api.request_json(
-            "GET",
-            "/containers/json",
-            query={"all": True, "filters": {"label": [LABEL_MANAGED]}},
-        )
-        for container in containers:
-            labels = container.get("Labels") or {}
-            owner = str(labels.get(LABEL_OWNER, ""))
-            if not everything and (LABEL_KEEP in labels or _owner_alive(owner) is not False):
-                continue
-            await api.request(
-                "DELETE",
-                f"/containers/{container['Id']}",
-                query={"force": True, "v": True},
-                ok=(200, 204, 404),
-            )
-            removed.append(str(container["Id"]))
-    finally:
-        await api.aclose()
-    return removed

@@ -216,12 +216,29 @@ def test_unix_signals_are_the_os_numbers() -> None:
     """Each UnixSignal is the number the OS uses, so a process side can pass it to kill()."""
     import signal
 
-    assert [int(member) for member in UnixSignal] == [
+    assert [int(member) for member in UnixSignal][:4] == [
         signal.SIGINT,
         signal.SIGTERM,
         signal.SIGKILL,
         signal.SIGHUP,
     ]
+    assert {member.name: int(member) for member in UnixSignal} == {
+        member.name: int(getattr(signal, member.name)) for member in UnixSignal
+    }
+    assert UnixSignal.SIGUSR1 in UnixSignal
+
+
+@pytest.mark.parametrize("given", ["SIGUSR1", "usr1", " Usr1 ", str(int(UnixSignal.SIGUSR1)), 10])
+def test_a_signal_is_parsed_from_its_name_or_number(given: str | int) -> None:
+    """`UnixSignal.parse` takes the name with or without SIG, in any case, or the number."""
+    assert UnixSignal.parse(given) is UnixSignal(10 if given == 10 else UnixSignal.SIGUSR1)
+
+
+@pytest.mark.parametrize("given", ["SIGNOPE", "", "999", True, 0])
+def test_an_unknown_signal_is_refused_with_the_ones_there_are(given: str | int) -> None:
+    """A name or number that is no signal here says which are."""
+    with pytest.raises(InvalidArgument, match="SIGUSR1"):
+        UnixSignal.parse(given)
 
 
 @pytest.mark.parametrize(

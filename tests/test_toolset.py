@@ -26,6 +26,7 @@ from executor import (
     ToolOutputKind,
     Toolset,
     ToolsetContext,
+    UnixSignal,
 )
 
 pytestmark = pytest.mark.anyio
@@ -433,6 +434,34 @@ async def test_jobs_start_read_write_signal_stop(
     unknown = await call(toolset, ex, "job_read", job_id="999")
     assert unknown.kind is ToolOutputKind.INVALID_ARGUMENTS
     assert "no such job" in unknown.text
+
+
+@pytest.mark.parametrize("signal", ["SIGUSR1", "usr1", str(int(UnixSignal.SIGUSR1))])
+async def test_a_job_takes_any_signal_by_name_or_number(
+    toolset: Toolset, ex: LocalExecutor, signal: str
+) -> None:
+    """`job_signal` with SIGUSR1 (a log reopen, a state dump) reaches the job's trap."""
+    if not has_shell(ex):
+        pytest.skip("this tree has no persistent shell (ToolExecutor.shell)")
+    looping = "trap 'echo dumped' USR1; echo ready; while true; do sleep 0.05; done"
+    started = await call(toolset, ex, "job_start", command=looping)
+    job_id = started.text.split()[2].rstrip(":")
+    seen = ""
+    with anyio.fail_after(10):
+        while "ready" not in seen:
+            seen += (await call(toolset, ex, "job_read", job_id=job_id)).text
+    signalled = await call(toolset, ex, "job_signal", job_id=job_id, signal=signal)
+    assert signalled.text == f"sent SIGUSR1 to job {job_id}"
+    with anyio.fail_after(10):
+        while "dumped" not in seen:
+            seen += (await call(toolset, ex, "job_read", job_id=job_id)).text
+            await anyio.sleep(0.05)
+    # The trap ran and the job goes on: a signal the job handles does not end it.
+    assert "running" in (await call(toolset, ex, "job_list")).text.lower()
+    refused = await call(toolset, ex, "job_signal", job_id=job_id, signal="SIGNOPE")
+    assert refused.kind is ToolOutputKind.INVALID_ARGUMENTS
+    assert "SIGUSR1" in refused.text
+    await call(toolset, ex, "job_stop", job_id=job_id)
 
 
 # --- the built-in streaming tools -------------------------------------------------------

@@ -12,7 +12,11 @@ from executor._core.errors import InvalidArgument
 
 
 class UnixSignal(enum.IntEnum):
-    """A signal the agent may send a running tool; the values are the OS's numbers."""
+    """A signal the agent may send a running tool; the values are the OS's numbers.
+
+    The first four, in their order, are the ones of earlier versions.
+    `UnixSignal.parse` takes a name (`SIGUSR1`, `usr1`) or a number.
+    """
 
     SIGINT = int(signal.SIGINT)
     """Interrupt, as Ctrl+C."""
@@ -21,7 +25,47 @@ class UnixSignal(enum.IntEnum):
     SIGKILL = int(signal.SIGKILL)
     """Kill, no cleanup."""
     SIGHUP = int(signal.SIGHUP)
-    """The terminal hung up."""
+    """The terminal hung up (a daemon's "reload")."""
+    SIGQUIT = int(signal.SIGQUIT)
+    """Quit, as Ctrl+\\ (a core dump, a JVM's thread dump)."""
+    SIGUSR1 = int(signal.SIGUSR1)
+    """The program's own (a log reopen, a state dump)."""
+    SIGUSR2 = int(signal.SIGUSR2)
+    """The program's own."""
+    SIGPIPE = int(signal.SIGPIPE)
+    """The reader of its output went away."""
+    SIGALRM = int(signal.SIGALRM)
+    """A timer ran out."""
+    SIGCONT = int(signal.SIGCONT)
+    """Continue after a stop."""
+    SIGSTOP = int(signal.SIGSTOP)
+    """Stop (pause), which cannot be caught."""
+    SIGTSTP = int(signal.SIGTSTP)
+    """Stop, as Ctrl+Z."""
+    SIGWINCH = int(signal.SIGWINCH)
+    """The terminal's size changed."""
+
+    @classmethod
+    def parse(cls, value: str | int) -> UnixSignal:
+        """The signal `value` names: `SIGUSR1`, `USR1` (any case), or its number (`10`, `"10"`).
+
+        Raises:
+            InvalidArgument: No such signal, or one this enum does not offer.
+
+        """
+        if isinstance(value, bool):
+            raise _refused(value)
+        if isinstance(value, str):
+            text = value.strip()
+            if text.isdigit():
+                return _signal(int(text))
+            name = text.upper()
+            name = name if name.startswith("SIG") else f"SIG{name}"
+            try:
+                return cls[name]
+            except KeyError:
+                return _signal(value)
+        return _signal(value)
 
 
 def _text(value: object) -> str:
@@ -42,11 +86,17 @@ def _bytes(value: object) -> bytes:
 
 
 def _signal(value: Any) -> UnixSignal:
+    if isinstance(value, bool):
+        raise _refused(value)
     try:
         return UnixSignal(value)
     except ValueError:
-        names = ", ".join(member.name for member in UnixSignal)
-        raise InvalidArgument(value, f"expected one of the signals {names}") from None
+        raise _refused(value) from None
+
+
+def _refused(value: object) -> InvalidArgument:
+    names = ", ".join(member.name for member in UnixSignal)
+    return InvalidArgument(value, f"expected one of the signals {names} (or its number)")
 
 
 def _terminal_size(instance: object, attribute: attrs.Attribute[int], value: int) -> None:

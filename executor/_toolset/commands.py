@@ -9,7 +9,7 @@ is held open between calls).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Protocol, cast
 
 from executor._core.base import ToolExecutor
 from executor._core.commands import Command
@@ -22,13 +22,6 @@ from executor._tools.tools import Tool, ToolOutput, tool
 from executor._toolset.context import ToolsetContext, execute, output_sink, remember
 from executor._toolset.hosting import Hosts
 from executor._toolset.limits import Limits, check_count
-
-_SIGNALS = {
-    "SIGINT": UnixSignal.SIGINT,
-    "SIGTERM": UnixSignal.SIGTERM,
-    "SIGKILL": UnixSignal.SIGKILL,
-    "SIGHUP": UnixSignal.SIGHUP,
-}
 
 
 class _Job(Protocol):
@@ -184,17 +177,19 @@ class CommandTools:
         self,
         context: ToolsetContext,
         job_id: str,
-        signal: Literal["SIGINT", "SIGTERM", "SIGKILL", "SIGHUP"],
+        signal: str,
     ) -> str:
-        """Send a signal to a background job (SIGINT is Ctrl-C).
+        """Send a signal to a background job's process group (SIGINT is Ctrl-C).
 
         Args:
             job_id: The job's id.
-            signal: The signal to send.
+            signal: The signal, by name (SIGINT, SIGTERM, SIGKILL, SIGHUP, SIGUSR1,
+                SIGUSR2, SIGQUIT, SIGCONT, SIGSTOP, ...) or number.
         """
         job = await self._job(context, job_id)
-        await job.signal(_SIGNALS[signal])
-        return f"sent {signal} to job {job_id}"
+        number = UnixSignal.parse(signal)
+        await job.signal(number)
+        return f"sent {number.name} to job {job_id}"
 
     async def job_stop(self, context: ToolsetContext, job_id: str) -> str:  # noqa: D417
         """Stop a background job (its whole process tree) and return how it ended.

@@ -40,6 +40,7 @@ from executor._builtins.logformats import (
     detect_format,
     is_continuation,
     line_format,
+    logfmt,
 )
 from executor._builtins.logtail import (
     LogEntry,
@@ -168,6 +169,24 @@ def test_nested_json_and_logfmt() -> None:
     assert parsed.timestamp == "2024-05-01T10:00:00Z"
     assert parsed.fields["used_pct"] == "93"
     assert parsed.fields["retry"] is True
+
+
+def test_logfmt_values_read_as_logfmt_writes_them() -> None:
+    """A quoted value's escapes (newline, tab, quote, backslash, a code point) read back as written."""
+    line = (
+        r'msg="line1\nline2" tab="a\tb" said="say \"hi\"" path="C:\\dir" '
+        r'cafe="caf\u00e9" face="\ud83d\ude00" odd="\q" bare'
+    )
+    assert logfmt(line) == {
+        "msg": "line1\nline2",
+        "tab": "a\tb",
+        "said": 'say "hi"',
+        "path": "C:\\dir",
+        "cafe": "café",
+        "face": "\U0001f600",
+        "odd": "q",
+        "bare": True,
+    }
 
 
 def test_auto_detection_and_continuations() -> None:

@@ -622,7 +622,17 @@ class CombinedFormat(AccessLogFormat):
 
 _LOGFMT_PAIR = re.compile(r'([^\s=]+)(=("[^"\\]*(?:\\.[^"\\]*)*"|\S*))?')
 _LOGFMT_START = re.compile(r'[^\s="]+=')
-_LOGFMT_UNESCAPE = re.compile(r"\\(.)")
+# The escapes logfmt writers use in a quoted value (go-logfmt's, as JSON's):
+# \n, \t, \r, \", \\ and \uXXXX; any other escaped character stands for itself.
+_LOGFMT_UNESCAPE = re.compile(r"\\(u[0-9A-Fa-f]{4}|.)")
+_LOGFMT_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+
+
+def _logfmt_unescape(match: re.Match[str]) -> str:
+    escaped = match.group(1)
+    if len(escaped) == 5:
+        return chr(int(escaped[1:], 16))
+    return _LOGFMT_ESCAPES.get(escaped, escaped)
 
 
 def logfmt(line: str) -> dict[str, str | bool]:
@@ -632,7 +642,11 @@ def logfmt(line: str) -> dict[str, str | bool]:
         if not equals:
             pairs[key] = True
         elif len(value) >= 2 and value[0] == '"' and value[-1] == '"':
-            pairs[key] = _LOGFMT_UNESCAPE.sub(r"\1", value[1:-1])
+            text = _LOGFMT_UNESCAPE.sub(_logfmt_unescape, value[1:-1])
+            if "\\u" in value[1:-1] and any("\ud800" <= char <= "\udfff" for char in text):
+                # A character past the BMP is written as two escaped halves: join them.
+                text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+            pairs[key] = text
         else:
             pairs[key] = value
     return pairs

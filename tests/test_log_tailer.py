@@ -172,7 +172,7 @@ def test_nested_json_and_logfmt() -> None:
 
 
 def test_logfmt_values_read_as_logfmt_writes_them() -> None:
-    """A quoted value's escapes (newline, tab, quote, backslash, a code point) read back as written."""
+    """A quoted value's escapes (newline, tab, quote, backslash, code point) read as written."""
     line = (
         r'msg="line1\nline2" tab="a\tb" said="say \"hi\"" path="C:\\dir" '
         r'cafe="caf\u00e9" face="\ud83d\ude00" odd="\q" bare'

@@ -54,8 +54,8 @@ REMOTE_LOOK: Final = 0.25
 A remote end may send the exit before the last of the output (OpenSSH's
 sshd sends `exit-status` once it has reaped the command, and forwards what
 the pipes still hold after it): with a drain period of 0 the last words
-would be lost. A background child that holds the output open costs this
-much more than the drain period.
+would be lost. A background child that holds the output open then costs
+this long (or the drain period, where it is longer).
 """
 
 Emit: TypeAlias = Callable[[Chunk], Awaitable[None]]

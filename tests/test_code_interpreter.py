@@ -551,6 +551,17 @@ def test_the_spec_and_the_input_checks(tmp_path: Path) -> None:
         "from shutil import rmtree\nrmtree('~')",
         "import shutil, pathlib\nshutil.rmtree(pathlib.Path('/usr/lib'))",
         "exec('import subprocess')",
+        # The os module however it is reached, its functions however they are named.
+        "__import__('os').system('touch /marker')",
+        "import importlib\nimportlib.import_module('os').popen('ls')",
+        "import builtins\nbuiltins.__import__('os').system('x')",
+        "import sys\nsys.modules['os'].system('x')",
+        "import os\no = os\no.system('x')",
+        "o = __import__('os')\no.execv('/bin/sh', ['sh'])",
+        "getattr(__import__('os'), 'system')('x')",
+        "import os\nos.__dict__['system']('x')",
+        "import os\nvars(os)['posix_spawn']('/bin/sh', ['sh'], {})",
+        "import builtins\nbuiltins.__import__('subprocess')",
     ],
 )
 def test_python_analysis_refuses(code: str) -> None:
@@ -565,6 +576,9 @@ def test_python_analysis_refuses(code: str) -> None:
         "import shutil\nshutil.rmtree('build')",
         "import shutil\nshutil.rmtree('/tmp/work/build')",
         "print('subprocess is a word')",
+        "json = __import__('json')\njson.dumps({'system': 1})",
+        "import os\nos.__dict__['getcwd']()",
+        "import sys\nsys.modules['json'].dumps(1)",
         "def f(:",  # a syntax error is the cell's to report
     ],
 )

@@ -1,8 +1,11 @@
 """Static checks of the code the interpreter is asked to run: what it refuses before running it.
 
 - Python is read through its AST: `os.system`, `os.popen`, the `os.exec*`,
-  `os.spawn*`, `os.posix_spawn*` and `os.fork*` families (however `os` was
-  imported or renamed, also through `getattr(os, "system")`), any import of
+  `os.spawn*`, `os.posix_spawn*` and `os.fork*` families, however the module
+  is reached (imported, renamed, assigned to another name,
+  `__import__("os")`, `importlib.import_module("os")`, `sys.modules["os"]`)
+  and however the function is (`os.system`, `getattr(os, "system")`,
+  `os.__dict__["system"]`, `vars(os)["system"]`), any import of
   `subprocess`, `ctypes`, `_posixsubprocess` or `pty` (also `__import__` and
   `importlib.import_module` with a literal name), and `shutil.rmtree` (or
   `os.removedirs`) of a system path: `/`, a top-level system folder, the
@@ -68,6 +71,12 @@ def _literal(node: ast.AST) -> str | None:
     return None
 
 
+def _shown(node: ast.AST) -> str:
+    """How a finding names the expression that loads a module: its source, kept short."""
+    text = ast.unparse(node)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
 class _Checker(ast.NodeVisitor):
     def __init__(self) -> None:
         self.findings: list[str] = []
@@ -108,13 +117,56 @@ class _Checker(ast.NodeVisitor):
                 self.refuse(node, f"import of {alias.name}")
         self.generic_visit(node)
 
+    def is_os(self, node: ast.AST) -> bool:
+        """Whether `node` is the os module: a name bound to it, or an expression that loads it."""
+        if isinstance(node, ast.Name):
+            return node.id in self.os_names
+        if isinstance(node, ast.Call) and node.args:
+            # __import__("os"), builtins.__import__("os"), importlib.import_module("os")
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if called in ("__import__", "import_module"):
+                return _literal(node.args[0]) in _OS_MODULES
+        if isinstance(node, ast.Subscript):
+            # sys.modules["os"]
+            value = node.value
+            return (
+                isinstance(value, ast.Attribute)
+                and value.attr == "modules"
+                and _literal(node.slice) in _OS_MODULES
+            )
+        return False
+
+    def os_namespace(self, node: ast.AST) -> bool:
+        """Whether `node` is the os module's namespace: `os.__dict__`, `vars(os)`."""
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            return self.is_os(node.value)
+        return (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "vars"
+            and len(node.args) == 1
+            and self.is_os(node.args[0])
+        )
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        # o = os; o = __import__("os")
+        if self.is_os(node.value):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.os_names.add(target.id)
+        self.generic_visit(node)
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if (
-            isinstance(node.value, ast.Name)
-            and node.value.id in self.os_names
-            and _OS_CALLS.match(node.attr)
-        ):
-            self.refuse(node, f"{node.value.id}.{node.attr}")
+        if self.is_os(node.value) and _OS_CALLS.match(node.attr):
+            self.refuse(node, f"{_shown(node.value)}.{node.attr}")
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        # os.__dict__["system"], vars(os)["system"]
+        key = _literal(node.slice)
+        if key is not None and _OS_CALLS.match(key) and self.os_namespace(node.value):
+            self.refuse(node, f"the os module's {key!r}")
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -123,16 +175,11 @@ class _Checker(ast.NodeVisitor):
         # getattr(os, "system"), __import__("subprocess"), importlib.import_module("ctypes")
         if name == "getattr" and len(node.args) >= 2:
             target, attribute = node.args[0], _literal(node.args[1])
-            if (
-                isinstance(target, ast.Name)
-                and target.id in self.os_names
-                and attribute is not None
-                and _OS_CALLS.match(attribute)
-            ):
-                self.refuse(node, f"getattr({target.id}, {attribute!r})")
+            if self.is_os(target) and attribute is not None and _OS_CALLS.match(attribute):
+                self.refuse(node, f"getattr({_shown(target)}, {attribute!r})")
         module = None
         importing = name == "__import__" or (
-            isinstance(func, ast.Attribute) and func.attr == "import_module"
+            isinstance(func, ast.Attribute) and func.attr in ("import_module", "__import__")
         )
         if importing and node.args:
             module = _literal(node.args[0])

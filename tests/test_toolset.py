@@ -264,7 +264,7 @@ async def test_edit_refusals_change_nothing(
         "occurs 2 times (lines 1, 2)": {"old_text": "= 1", "new_text": "= 2"},
         "must not be empty": {"old_text": "", "new_text": "x"},
         "the same as old_text": {"old_text": "a = 1", "new_text": "a = 1"},
-        "different surrounding whitespace": {"old_text": "  a = 1  ", "new_text": "x"},
+        "The closest lines (80% alike):\n     1\ta = 1": {"old_text": "a = 2", "new_text": "x"},
     }
     for words, arguments in cases.items():
         out = await call(toolset, ex, "edit_file", path="m.txt", **arguments)
@@ -280,6 +280,75 @@ async def test_edit_refusals_change_nothing(
     binary = await call(toolset, ex, "edit_file", path="m.txt", old_text="x", new_text="y")
     assert binary.is_error
     assert "not UTF-8" in binary.text
+
+
+@pytest.mark.parametrize(
+    ("before", "old_text", "new_text", "after", "how"),
+    [
+        pytest.param(
+            b"a\r\n\tif x:\r\n\t\treturn 1\r\nend\r\n",
+            "if x:\n\t\treturn 1",
+            "if y:\n\t\treturn 2",
+            b"a\r\n\tif y:\r\n\t\treturn 2\r\nend\r\n",
+            "with the file's CRLF line endings",
+            id="CRLF",
+        ),
+        pytest.param(
+            b"keep  \ndef f():  \n    return 1\t\n\ntail \t\n",
+            "def f():\n    return 1",
+            "def f():\n    return 2",
+            b"keep  \ndef f():\n    return 2\n\ntail \t\n",
+            "ignoring trailing whitespace",
+            id="trailing blanks",
+        ),
+        pytest.param(
+            b"class A:\r\n\tdef f(self):\r\n\t\treturn 1\r\n# end",
+            "def f(self):\n    return 1",
+            "def f(self):\n    if x:\n        return 2",
+            b"class A:\r\n\tdef f(self):\r\n\t\tif x:\r\n\t\t\treturn 2\r\n# end",
+            "ignoring indentation",
+            id="tabs for spaces, CRLF, no final newline",
+        ),
+        pytest.param(
+            b"\tx = 1\r\n",
+            "\tx = 1",
+            "\tx = 2",
+            b"\tx = 2\r\n",
+            None,
+            id="exact",
+        ),
+    ],
+)
+async def test_edits_survive_whitespace(
+    toolset: Toolset,
+    ex: LocalExecutor,
+    tmp_path: Path,
+    before: bytes,
+    old_text: str,
+    new_text: str,
+    after: bytes,
+    how: str | None,
+) -> None:
+    """CRLF, tabs and trailing blanks: the edit lands, and every byte outside it is kept."""
+    path = tmp_path / "w.py"
+    path.write_bytes(before)
+    out = await call(toolset, ex, "edit_file", path="w.py", old_text=old_text, new_text=new_text)
+    assert out.kind is ToolOutputKind.OK, out.text
+    assert path.read_bytes() == after
+    first = out.text.splitlines()[0]
+    assert (f"matched {how}" in first) if how else ("matched" not in first), first
+
+
+async def test_a_whitespace_match_must_be_unique_too(
+    toolset: Toolset, ex: LocalExecutor, tmp_path: Path
+) -> None:
+    """Two places that match only ignoring indentation are refused like two exact ones."""
+    path = tmp_path / "u.py"
+    path.write_text("if a:\n\tx = 1\nif b:\n\tx = 1\n")
+    out = await call(toolset, ex, "edit_file", path="u.py", old_text="  x = 1", new_text="x = 2")
+    assert out.kind is ToolOutputKind.INVALID_ARGUMENTS
+    assert "occurs 2 times (lines 2, 4)" in out.text
+    assert path.read_text() == "if a:\n\tx = 1\nif b:\n\tx = 1\n"
 
 
 async def test_list_glob_and_search(toolset: Toolset, ex: LocalExecutor, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from executor._tools.args import WorkspacePath
 from executor._tools.tools import Tool, ToolOutput, tool
 from executor._toolset.context import ToolsetContext, execute
 from executor._toolset.limits import Limits, check_count
-from executor._toolset.text import Enough, LineRange, number_lines, replace_exact
+from executor._toolset.text import Enough, LineRange, number_lines, replace
 
 _DEFAULT_LINES = 2000
 _MAX_LINES = 100_000
@@ -131,7 +131,11 @@ async def edit_file(  # noqa: D417 - context is not an argument
     """Edit a text file by replacing exact text, as a str_replace editor does.
 
     old_text must occur exactly once (or set replace_all), whitespace and
-    indentation included; otherwise nothing is changed and the reply says why.
+    indentation included. Where it does not, whole lines that match it with
+    the file's CRLF endings, then ignoring trailing whitespace, then ignoring
+    indentation (new_text re-indented to the file's tabs or spaces) are
+    replaced, and the reply says so. Otherwise nothing is changed and the
+    reply says why, with the closest lines.
 
     Args:
         path: The file, relative to the workspace root.
@@ -144,7 +148,7 @@ async def edit_file(  # noqa: D417 - context is not an argument
         text = output.stdout.decode("utf-8")
     except UnicodeDecodeError:
         return ToolOutput.error(f"{path} is not UTF-8 text; edit_file edits text files")
-    edited, lines = replace_exact(text, old_text, new_text, replace_all=replace_all)
+    edited, lines, how = replace(text, old_text, new_text, replace_all=replace_all)
     await execute(context, Command.write_file(path, edited))
     count = f"{len(lines)} occurrence{'s' * (len(lines) != 1)}"
     first = lines[0]
@@ -154,4 +158,5 @@ async def edit_file(  # noqa: D417 - context is not an argument
     high = min(first + span + 3, len(new_lines))
     snippet = number_lines(new_lines[low - 1 : high], low)
     where = ", ".join(map(str, lines[:20]))
-    return f"edited {path}: replaced {count} (line {where})\n{snippet}"
+    matched = "" if how is None else f", matched {how}"
+    return f"edited {path}: replaced {count} (line {where}{matched})\n{snippet}"

@@ -487,22 +487,25 @@ async def test_jobs_start_read_write_signal_stop(
     looping = "trap 'echo caught; exit 7' INT; echo ready; while true; do sleep 0.05; done"
     sleeper = await call(toolset, ex, "job_start", command=looping)
     sleeper_id = sleeper.text.split()[2].rstrip(":")
-    seen = ""
-    with anyio.fail_after(10):
-        while "ready" not in seen:
-            seen += (await call(toolset, ex, "job_read", job_id=sleeper_id)).text
+    await _read_until(toolset, ex, sleeper_id, "ready")
     signalled = await call(toolset, ex, "job_signal", job_id=sleeper_id, signal="SIGINT")
     assert signalled.text == f"sent SIGINT to job {sleeper_id}"
-    with anyio.fail_after(10):
-        while "[exit code 7]" not in seen:
-            seen += (await call(toolset, ex, "job_read", job_id=sleeper_id)).text
-            await anyio.sleep(0.05)
-    assert "caught" in seen
+    assert "caught" in await _read_until(toolset, ex, sleeper_id, "[exit code 7]")
     stopped = await call(toolset, ex, "job_stop", job_id=job_id)
     assert f"job {job_id}" in stopped.text
     unknown = await call(toolset, ex, "job_read", job_id="999")
     assert unknown.kind is ToolOutputKind.INVALID_ARGUMENTS
     assert "no such job" in unknown.text
+
+
+async def _read_until(toolset: Toolset, ex: LocalExecutor, job_id: str, words: str) -> str:
+    """What `job_read` gives of job `job_id` until `words` are in it (10 s at most)."""
+    seen = ""
+    with anyio.fail_after(10):
+        while words not in seen:
+            seen += (await call(toolset, ex, "job_read", job_id=job_id)).text
+            await anyio.sleep(0.05)
+    return seen
 
 
 @pytest.mark.parametrize("signal", ["SIGUSR1", "usr1", str(int(UnixSignal.SIGUSR1))])
@@ -515,16 +518,10 @@ async def test_a_job_takes_any_signal_by_name_or_number(
     looping = "trap 'echo dumped' USR1; echo ready; while true; do sleep 0.05; done"
     started = await call(toolset, ex, "job_start", command=looping)
     job_id = started.text.split()[2].rstrip(":")
-    seen = ""
-    with anyio.fail_after(10):
-        while "ready" not in seen:
-            seen += (await call(toolset, ex, "job_read", job_id=job_id)).text
+    await _read_until(toolset, ex, job_id, "ready")
     signalled = await call(toolset, ex, "job_signal", job_id=job_id, signal=signal)
     assert signalled.text == f"sent SIGUSR1 to job {job_id}"
-    with anyio.fail_after(10):
-        while "dumped" not in seen:
-            seen += (await call(toolset, ex, "job_read", job_id=job_id)).text
-            await anyio.sleep(0.05)
+    await _read_until(toolset, ex, job_id, "dumped")
     # The trap ran and the job goes on: a signal the job handles does not end it.
     assert "running" in (await call(toolset, ex, "job_list")).text.lower()
     refused = await call(toolset, ex, "job_signal", job_id=job_id, signal="SIGNOPE")

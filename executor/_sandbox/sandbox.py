@@ -669,6 +669,14 @@ _INLINE = 1 << 16
 # How long the server may take to build the sandbox, and to stop.
 _START_TIMEOUT = 30.0
 _STOP_TIMEOUT = 5.0
+# How many times a build the server refused is tried, and the pause before
+# the next (times the attempts so far): see `SandboxServer._build`.
+_BUILD_ATTEMPTS = 3
+_BUILD_PAUSE = 0.05
+
+
+class _BuildFailed(ExecutorError):
+    """The sandbox's server could not build the sandbox (bwrap's or the launcher's words)."""
 
 
 class SandboxServer:
@@ -870,7 +878,7 @@ class SandboxServer:
         if self._state == "new":
             self._state = "starting"
             try:
-                await self._start()
+                await self._build()
             except BaseException as error:
                 self._abandon()
                 # The next command tries again: a build can fail for a
@@ -886,6 +894,24 @@ class SandboxServer:
         if self._state != "ready" or self._control is None:
             raise ExecutorError(self._error or "the executor is closed")
         return self._control
+
+    async def _build(self) -> None:
+        """`_start`, again a few times where the server could not build the sandbox.
+
+        A build reads the host's mounts: one that comes or goes meanwhile (a
+        container's layer, mounted for a moment while the engine creates it)
+        fails bwrap's remount of the tree ("Unable to apply mount flags"),
+        and the next build, a moment later, succeeds.
+        """
+        for attempt in range(_BUILD_ATTEMPTS):
+            try:
+                await self._start()
+                return
+            except _BuildFailed:
+                if attempt == _BUILD_ATTEMPTS - 1:
+                    raise
+                self._abandon()
+                await anyio.sleep(_BUILD_PAUSE * (attempt + 1))
 
     async def _start(self) -> None:
         config = json.dumps(self._config).encode()
@@ -927,7 +953,7 @@ class SandboxServer:
         if "error" in reply or len(received) != 1:
             for fd in received:
                 os.close(fd)
-            raise ExecutorError(f"cannot build the {self._kind} sandbox: {reply.get('error')}")
+            raise _BuildFailed(f"cannot build the {self._kind} sandbox: {reply.get('error')}")
         self.ptmx = received[0]
         self._finalizer.detach()
         self._finalizer = weakref.finalize(

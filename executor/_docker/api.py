@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import ssl
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping
@@ -26,6 +27,7 @@ from typing import Any, Final
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import attrs
 
 from executor._core.cleanup import run_to_completion
@@ -109,6 +111,15 @@ class Connection:
         self._buffer = bytearray()
         self.reusable = True
         self._closed = False
+        # A UNIX socket is read and written here, waiting with `wait_readable`
+        # and `wait_writable`: anyio's UNIX stream on asyncio leaves its reader
+        # (writer) registered for a moment after a cancelled receive (send),
+        # and a read that comes then sets a cancelled future's result, an
+        # InvalidStateError in the event loop. A read cut off at the end of a
+        # drain, a write of stdin the command stopped taking, cancel so.
+        self._socket: socket.socket | None = None
+        if isinstance(stream, anyio.abc.UNIXSocketStream):
+            self._socket = stream.extra(anyio.abc.SocketAttribute.raw_socket)
 
     async def receive(self, max_bytes: int = _READ) -> bytes:
         """Bytes from the buffer first, then from the stream; `b""` at the end."""
@@ -116,10 +127,7 @@ class Connection:
             data = bytes(self._buffer[:max_bytes])
             del self._buffer[:max_bytes]
             return data
-        try:
-            return await self.stream.receive(max_bytes)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            return b""
+        return await self._receive(max_bytes)
 
     async def receive_exactly(self, size: int) -> bytes:
         """Exactly `size` bytes, or fewer only when the stream ends."""
@@ -165,16 +173,55 @@ class Connection:
                 raise EngineError("the engine closed the connection")
 
     async def _fill(self) -> bytes:
-        try:
-            data = await self.stream.receive(_READ)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            return b""
+        data = await self._receive(_READ)
         self._buffer += data
         return data
 
+    async def _receive(self, max_bytes: int) -> bytes:
+        """What the stream has next, up to `max_bytes`; `b""` at its end (or once it broke)."""
+        sock = self._socket
+        if sock is None:
+            try:
+                return await self.stream.receive(max_bytes)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return b""
+        # As the stream's own receive: the loop gets its turn before each read.
+        await anyio.lowlevel.checkpoint()
+        while True:
+            try:
+                return sock.recv(max_bytes)
+            except BlockingIOError:
+                pass
+            except OSError:
+                return b""
+            try:
+                await anyio.wait_readable(sock)
+            except (anyio.ClosedResourceError, OSError):
+                return b""
+
     async def send(self, data: bytes) -> None:
-        """Write `data`."""
-        await self.stream.send(data)
+        """Write `data`.
+
+        Raises:
+            OSError: The connection is broken or closed.
+
+        """
+        sock = self._socket
+        if sock is None:
+            await self.stream.send(data)
+            return
+        await anyio.lowlevel.checkpoint()
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[sock.send(view) :]
+                continue
+            except BlockingIOError:
+                pass
+            try:
+                await anyio.wait_writable(sock)
+            except anyio.ClosedResourceError as error:
+                raise BrokenPipeError("the connection is closed") from error
 
     async def send_eof(self) -> None:
         """Close the writing half: the engine sees the end of stdin."""

@@ -173,9 +173,8 @@ class Run(abc.ABC):
     async def wait(self) -> Exit:
         """Wait for the exit; once known, return it at once on every call.
 
-        Raises:
-            ExecutorError: The command's end cannot be known (a connection lost).
-
+        Where the end cannot be known (a connection lost), `Exit.code` is
+        `None`, and `settle` raises.
         """
 
     @abc.abstractmethod

@@ -83,8 +83,10 @@ class Channel:
         channel = cls(api, conn, exec_id)
         try:
             with anyio.fail_after(_READY_TIMEOUT):
-                queue = channel._queues.setdefault(0, _Queue())
-                kind, _ = await channel._next(0, queue)
+                channel._queues.setdefault(0, _Queue())
+                while (event := channel.take(0)) is None:
+                    await channel.arrive(0)
+                kind, _ = event
             if kind != READY:
                 raise ExecutorError("the helper did not start")
         except (ExecutorError, TimeoutError) as error:
@@ -124,18 +126,6 @@ class Channel:
         """Send one request with a JSON payload."""
         await self.send(kind, ident, json.dumps(value).encode())
 
-    async def next(self, ident: int) -> Event:
-        """The next event of command `ident`.
-
-        Raises:
-            ExecutorError: The helper is gone.
-
-        """
-        queue = self._queues.get(ident)
-        if queue is None:
-            raise ExecutorError(f"no command {ident} on the helper")
-        return await self._next(ident, queue)
-
     def take(self, ident: int) -> Event | None:
         """The next event of command `ident` that has arrived, if any; never waits."""
         queue = self._queues.get(ident)
@@ -164,16 +154,6 @@ class Channel:
     def _gone(self) -> ExecutorError:
         said = self._stderr.decode("utf-8", "replace").strip()[-1000:]
         return ExecutorError(f"the helper is gone{': ' + said if said else ''}")
-
-    async def _next(self, ident: int, queue: _Queue) -> Event:
-        while not queue.items:
-            if self.closed:
-                raise self._gone()
-            async with self._read_lock:
-                if queue.items:
-                    break
-                await self._read_one()
-        return queue.items.popleft()
 
     async def _read_one(self) -> None:
         # Whole helper frames are taken from the buffer only, so a cancelled

@@ -206,9 +206,8 @@ class ExecRun(Run, Arrivals):
         self.tty = tty
         self._control = 1 if tty else 2
         self._pid: int | None = None
-        self.exit_code: int | None = None
-        # The signal that killed the command, when the wrapper's shell said so.
-        self.signal_number: int | None = None
+        # How the command ended, as the wrapper's marker says (a signal when its shell saw one).
+        self._marked: Exit | None = None
         # Set once the wrapper's pid line is read (or the output ended without one).
         self.pid_known = anyio.Event()
         # Set at the exit marker or the end of the output; at the stdout marker or the end.
@@ -302,9 +301,10 @@ class ExecRun(Run, Arrivals):
             if kind == self._control:
                 # `CODE`, or `CODE SIGNAL` (see `_WRAPPER`).
                 fields = code.split()
-                self.exit_code = int(fields[0]) if fields and fields[0].isdigit() else 1
-                if len(fields) > 1 and fields[1].isdigit():
-                    self.signal_number = int(fields[1])
+                self._marked = Exit(
+                    int(fields[0]) if fields and fields[0].isdigit() else 1,
+                    int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None,
+                )
                 self._over.set()
             self._keep(kind, after)
             return
@@ -330,14 +330,14 @@ class ExecRun(Run, Arrivals):
         if self._exit is not None:
             return self._exit
         await self._over.wait()
-        if self.exit_code is not None:
+        if self._marked is not None:
             if not self.tty:
                 # Stdout is a pipe of its own: what the command wrote there
                 # before it ended comes before the marker the wrapper wrote
                 # there after it, however the engine interleaves the pipes.
                 with anyio.move_on_after(_STDOUT_MARKER_WAIT):
                     await self._stdout_marked.wait()
-            self._exit = Exit(self.exit_code, self.signal_number)
+            self._exit = self._marked
             return self._exit
         # No marker: the wrapper itself was killed. The engine knows how it
         # ended, once its exec is over (the output can end a moment before).
@@ -376,7 +376,7 @@ class ExecRun(Run, Arrivals):
         # before the wrapper's pid line on stderr.
         with anyio.move_on_after(5):
             await self.pid_known.wait()
-        if self._pid and self.exit_code is None:
+        if self._pid and self._marked is None:
             await self._signal_group(self._pid, number)
 
     async def kill(self, grace: float) -> None:

@@ -226,12 +226,13 @@ def _splice_lines(
     if not replace_all:
         windows = windows[:1]
     lines = text.splitlines(keepends=True)
-    size = len(old.strip("\r\n").splitlines())
-    newline = "\r\n" if "\r\n" in text else "\n"
     old_lines = old.strip("\r\n").splitlines()
+    size = len(old_lines)
+    newline = "\r\n" if "\r\n" in text else "\n"
+    new_lines = new.strip("\r\n").splitlines()
     for window in reversed(windows):
         matched = lines[window : window + size]
-        replacement = new.strip("\r\n").splitlines() if new.strip("\r\n") else []
+        replacement = new_lines
         if how == "ignoring indentation":
             # Each indentation of old_text stands for the file's at the same line.
             pairs = zip(old_lines, matched, strict=True)

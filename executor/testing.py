@@ -1687,11 +1687,13 @@ class RunContract:
     # both runs it once.
     test_kill_grace_is_wall_time = LifecycleContract.test_kill_grace_is_wall_time
 
-    @pytest.mark.parametrize("how", ["timeout", "cancel", "aclose"])
+    @pytest.mark.parametrize("how", ["timeout", "idle", "cancel", "aclose"])
     async def test_the_tree_is_gone(
         self, executor_factory: ExecutorFactory, tree_witness: TreeWitness, how: str
     ) -> None:
-        """No process of the command's tree runs once a timeout or a cancel returns, or `aclose()`.
+        """No process of the command's tree runs once a timeout, idle timeout or cancel returns.
+
+        Nor after `aclose()`.
 
         The tree: the command's shell, a background `sleep`, one that ignores
         SIGTERM and one that left for a session of its own (`setsid`).
@@ -1713,6 +1715,11 @@ class RunContract:
                     cmd = Command.shell(_tree(stays=True)).with_env({name: value})
                     with anyio.fail_after(30), pytest.raises(TimedOut):
                         await executor.exec_cmd(cmd.with_timeout(2))
+                elif how == "idle":
+                    cmd = Command.shell(_tree(stays=True)).with_env({name: value})
+                    with anyio.fail_after(30), pytest.raises(TimedOut) as caught:
+                        await executor.exec_cmd(cmd.with_idle_timeout(2))
+                    assert caught.value.idle
                 elif how == "cancel":
                     cmd = Command.shell(_tree(stays=True)).with_env({name: value})
 
@@ -1735,6 +1742,37 @@ class RunContract:
                 async with executor_factory() as cleaner:
                     await cleaner.exec_cmd(Command.exec(["sh", "-c", _KILL_MARKED, "sh", mark]))
             raise
+
+    # --- the idle timeout ----------------------------------------------------
+
+    @pytest.mark.parametrize("via", ["exec_cmd", "session"])
+    async def test_a_quiet_command_meets_its_idle_timeout_and_a_talkative_one_does_not(
+        self, executor_factory: ExecutorFactory, via: str
+    ) -> None:
+        """`sleep 30` with an idle timeout of 1 s ends at about 1 s, its output kept.
+
+        A command that prints every 0.6 s runs, past the idle timeout, to its end.
+        """
+        quiet = Command.shell("echo begun; sleep 30").with_idle_timeout(1)
+        talkative = Command.shell("for i in 1 2 3 4; do echo $i; sleep 0.6; done")
+
+        async def run(executor: ToolExecutor, cmd: Command) -> CommandOutput:
+            if via == "exec_cmd":
+                return await executor.exec_cmd(cmd)
+            async with await executor.start(cmd) as session:
+                return await session.finalize()
+
+        async with executor_factory() as executor:
+            started = anyio.current_time()
+            with anyio.fail_after(20), pytest.raises(TimedOut) as caught:
+                await run(executor, quiet)
+            took = anyio.current_time() - started
+            assert caught.value.idle, caught.value
+            assert "idle timeout" in caught.value.message
+            assert caught.value.output.stdout == b"begun\n"
+            assert took < 8, f"an idle timeout of 1 s took {took:.1f} s"
+            output = await run(executor, talkative.with_idle_timeout(1))
+            assert output.stdout == b"1\n2\n3\n4\n"
 
     # --- the sink ------------------------------------------------------------
 

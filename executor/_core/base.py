@@ -39,7 +39,7 @@ from executor._core.commands import (
     session_argv,
     timeout_seconds,
 )
-from executor._core.errors import CommandError, ExecutorError, NonZeroExit
+from executor._core.errors import CommandError, ExecutorError, NonZeroExit, OutOfMemory
 from executor._core.output import (
     Chunk,
     CommandOutput,
@@ -50,7 +50,7 @@ from executor._core.output import (
     Stderr,
     count_newlines,
 )
-from executor._core.render import signal_name
+from executor._core.render import out_of_memory, signal_name
 from executor._core.resource import AsyncResource
 from executor._core.run import Run, drive
 from executor._core.session import RunSession
@@ -95,11 +95,22 @@ async def call_sink(sink: Sink, chunk: Chunk) -> None:
         await result
 
 
-def failure_message(output: CommandOutput) -> str:
-    """What a nonzero exit says: the code, or the signal that killed the command."""
+def failure_message(output: CommandOutput, *, memory_limit: int | None = None) -> str:
+    """What a nonzero exit says: the code, or the signal that killed the command.
+
+    After an OOM kill (`CommandOutput.oom_killed`) it says `out of memory`
+    too, with `memory_limit` (the executor's, where it sets one) and the
+    output's peak where known.
+    """
     if output.signal is not None:
-        return f"command was killed by {signal_name(output.signal)}"
-    return f"command exited with code {output.exit_code}"
+        message = f"command was killed by {signal_name(output.signal)}"
+        cause = ": "
+    else:
+        message = f"command exited with code {output.exit_code}"
+        cause = " after a process of it was killed: "
+    if output.oom_killed:
+        message += cause + out_of_memory(memory_limit, output.memory_peak)
+    return message
 
 
 async def report(sink: Sink | None, output: CommandOutput) -> None:
@@ -791,8 +802,15 @@ class CommandRunner(ToolExecutor):
         if output.exit_code:
             if self._closed and self._killed_by_close(output):
                 raise ExecutorError("the executor was closed while the command ran", output)
+            if output.oom_killed:
+                message = failure_message(output, memory_limit=self._memory_limit())
+                raise OutOfMemory(message, output)
             raise NonZeroExit(failure_message(output), output)
         return output
+
+    def _memory_limit(self) -> int | None:
+        """The memory limit of each command's tree, where this executor sets one (its messages)."""
+        return None
 
     def _killed_by_close(self, output: CommandOutput) -> bool:
         """Whether a failed command, ended after `aclose()`, was ended by it.
@@ -817,6 +835,7 @@ class CommandRunner(ToolExecutor):
             timeout=self._timeout(cmd),
             kill_grace=self.kill_grace,
             drain_timeout=self.drain_timeout,
+            idle_timeout=cmd.idle_timeout,
         )
 
     def _run_session(
@@ -837,6 +856,7 @@ class CommandRunner(ToolExecutor):
             timeout=self._timeout(cmd),
             kill_grace=self.kill_grace,
             drain_timeout=self.drain_timeout,
+            idle_timeout=cmd.idle_timeout,
             offer_yields=offer_yields,
         )
 

@@ -135,6 +135,9 @@ class Command:
             executor's working directory; `None` means that directory itself.
         timeout: Seconds before the command is killed; `None` leaves it to the
             executor's default. A command's own timeout wins, also when longer.
+        idle_timeout: Seconds the command may go without printing anything
+            before it is killed (`TimedOut` with `idle` set); `None`: no limit.
+            A command that keeps printing runs on, to its `timeout`.
         env: Variables set for this command, over the executor's environment.
         env_remove: Variables removed from the executor's environment before
             `env` is applied: names, or patterns with `*` and `?` matched
@@ -147,6 +150,7 @@ class Command:
 
     current_dir: str | None = attrs.field(default=None, converter=_optional_path)
     timeout: float | None = attrs.field(default=None, converter=timeout_seconds)
+    idle_timeout: float | None = attrs.field(default=None, converter=timeout_seconds)
     env: Env = attrs.field(factory=Env, converter=_env)
     env_remove: tuple[str, ...] = attrs.field(default=(), converter=_names)
     env_keep: tuple[str, ...] = attrs.field(default=(), converter=_names)
@@ -184,6 +188,10 @@ class Command:
     def with_timeout(self, timeout: Timeout) -> Self:
         """Return a copy with its own timeout (seconds or a timedelta; `None` for the default)."""
         return attrs.evolve(self, timeout=timeout)
+
+    def with_idle_timeout(self, timeout: Timeout) -> Self:
+        """Return a copy killed once it prints nothing for `timeout` (seconds; `None`: never)."""
+        return attrs.evolve(self, idle_timeout=timeout)
 
     def with_env(self, env: Mapping[str, str]) -> Self:
         """Return a copy with these variables added to its own environment."""

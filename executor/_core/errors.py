@@ -3,6 +3,7 @@
 ```
 CommandError (Exception)             .output: CommandOutput
 ├── NonZeroExit                      exit code != 0, killed by a signal, or a file I/O error
+│   └── OutOfMemory                  the kernel's OOM killer ended it (or a process of its tree)
 ├── TimedOut (also TimeoutError)     .timeout; .output = what was read before the kill
 ├── ExecutorError                    the executor itself failed or refused
 │   ├── PolicyDenied                 a wrapper refused the command; the message is for the model
@@ -60,6 +61,16 @@ class NonZeroExit(CommandError):
     """
 
 
+class OutOfMemory(NonZeroExit):
+    """The command failed because the kernel's OOM killer ended it, or a process of its tree.
+
+    Raised where the executor can tell (`CommandOutput.oom_killed`: an
+    unsandboxed `LocalExecutor` with a memory cgroup, a `DockerExecutor`);
+    the message says so, with the executor's memory limit and the peak where
+    known. A `NonZeroExit`, so code that catches that catches this too.
+    """
+
+
 class ShellExited(NonZeroExit):
     """The command ended the shell itself (`exit 3`, `kill $$`, `exec true`), or the shell died.
 
@@ -74,11 +85,24 @@ class TimedOut(CommandError, TimeoutError):
     """The command ran past its timeout; its process tree was killed.
 
     `output` holds what was read before the kill.
+
+    Attributes:
+        timeout: The seconds that passed: the timeout, or the idle timeout.
+        idle: Whether it was the idle timeout: the command printed nothing
+            for `timeout` seconds.
     """
 
-    def __init__(self, timeout: float, output: CommandOutput | None = None) -> None:
-        super().__init__(f"command timed out after {timeout:g} s", output)
+    def __init__(
+        self, timeout: float, output: CommandOutput | None = None, *, idle: bool = False
+    ) -> None:
+        message = (
+            f"command printed nothing for {timeout:g} s (its idle timeout) and was killed"
+            if idle
+            else f"command timed out after {timeout:g} s"
+        )
+        super().__init__(message, output)
         self.timeout = timeout
+        self.idle = idle
 
 
 class ExecutorError(CommandError):

@@ -73,6 +73,8 @@ class Exit:
         memory_peak: The peak memory of its tree in bytes, where a cgroup counted it.
         timed_out: The backend's own clock ended it at the timeout (a
             supervisor's shim keeps the timeout too, and may be first).
+        oom_killed: The kernel's OOM killer ended a process of its tree
+            (see `CommandOutput.oom_killed`).
 
     """
 
@@ -80,6 +82,7 @@ class Exit:
     signal: int | None = None
     memory_peak: int | None = None
     timed_out: bool = False
+    oom_killed: bool = False
 
 
 class Drain:
@@ -202,6 +205,15 @@ class Run(abc.ABC):
         """Set the terminal's size (pty runs)."""
         raise ExecutorError(f"{type(self).__name__} cannot resize its terminal")
 
+    async def kill_descendants(self, pid: int) -> None:
+        """SIGKILL every descendant of process `pid` of the command's tree, not `pid` itself.
+
+        `pid` is as the command sees it (a shell's `$$`); nothing is sent if
+        no process of the tree has it. What a persistent shell sends its
+        stuck command: see `ProcessSession.kill_descendants`.
+        """
+        raise ExecutorError(f"{type(self).__name__} cannot kill below a process")
+
     async def settle(self, output: CommandOutput) -> CommandOutput:
         """Check the run's output once it is over; raise where the run itself failed.
 
@@ -231,7 +243,7 @@ async def feed(run: Run, data: bytes) -> None:
 class _Drive:
     """One `drive`'s state: the emit the readers share, and the wait for them."""
 
-    __slots__ = ("buffer", "done", "drain", "lock", "readers", "sink")
+    __slots__ = ("buffer", "done", "drain", "heard", "idled", "lock", "readers", "sink", "stalled")
 
     def __init__(self, buffer: OutputBuffer, sink: Sink | None, drain: Drain, readers: int) -> None:
         self.buffer = buffer
@@ -240,9 +252,15 @@ class _Drive:
         self.readers = readers
         self.done = anyio.Event()
         self.lock: anyio.Lock | None = None
+        # When output last arrived, and how many chunks wait on a busy sink:
+        # what the idle timeout watches.
+        self.heard = anyio.current_time()
+        self.stalled = 0
+        self.idled = False
 
     async def emit(self, chunk: Chunk) -> None:
         self.buffer.append(chunk)
+        self.heard = anyio.current_time()
         if self.sink is None:
             return
         result = self.sink(chunk)
@@ -253,8 +271,26 @@ class _Drive:
                 # fast_acquire: an uncontended lock costs no trip through the
                 # event loop, which would add to every chunk's latency.
                 self.lock = anyio.Lock(fast_acquire=True)
-            async with self.lock:
-                await result
+            # A sink that holds the readers back holds the command back: that
+            # is the caller's backpressure, not a command gone quiet.
+            self.stalled += 1
+            try:
+                async with self.lock:
+                    await result
+            finally:
+                self.stalled -= 1
+                self.heard = anyio.current_time()
+
+    async def watch_idle(self, idle: float, run_scope: anyio.CancelScope) -> None:
+        """Cancel `run_scope` once no output has arrived for `idle` seconds."""
+        while True:
+            await anyio.sleep_until(self.heard + idle)
+            if not self.stalled and anyio.current_time() >= self.heard + idle:
+                self.idled = True
+                run_scope.cancel()
+                return
+            if self.stalled:
+                await anyio.sleep(min(idle, 0.05))
 
     async def read(self, reader: Reader) -> None:
         try:
@@ -296,6 +332,7 @@ async def drive(
     timeout: float | None,
     kill_grace: float,
     drain_timeout: float,
+    idle_timeout: float | None = None,
 ) -> CommandOutput:
     """Run a started command to its end and return its output.
 
@@ -309,9 +346,12 @@ async def drive(
         kill_grace: Seconds between SIGTERM and SIGKILL.
         drain_timeout: How long to go on reading after the exit, while a
             background process still holds the output open.
+        idle_timeout: Seconds the command may go without printing before
+            the tree is killed and `TimedOut` (`idle=True`) raised; the time
+            a busy sink holds the output back does not count.
 
     Raises:
-        TimedOut: The timeout passed; the tree was killed.
+        TimedOut: The timeout or the idle timeout passed; the tree was killed.
         BaseException: Whatever the sink or the run raised, or a
             cancellation; the tree is killed before it propagates.
 
@@ -321,6 +361,7 @@ async def drive(
     started = anyio.current_time()
     exit: Exit | None = None
     timed_out = False
+    watching = anyio.CancelScope()
     try:
         async with anyio.create_task_group() as tasks:
             for reader in readers:
@@ -330,8 +371,11 @@ async def drive(
             elif stdin is not None:
                 # Nothing to write: the input ends at once, with no task for it.
                 await run.close_input()
-            with anyio.move_on_after(math.inf if timeout is None else timeout):
+            with anyio.move_on_after(math.inf if timeout is None else timeout) as waiting:
+                if idle_timeout is not None:
+                    tasks.start_soon(_within, watching, state.watch_idle, idle_timeout, waiting)
                 exit = await run.wait()
+            watching.cancel()
             if exit is None or exit.timed_out:
                 timed_out = True
                 await run_to_completion(lambda: run.kill(kill_grace))
@@ -358,11 +402,25 @@ async def drive(
         signal=None if exit is None else exit.signal,
         duration=anyio.current_time() - started,
         memory_peak=None if exit is None else exit.memory_peak,
+        oom_killed=exit is not None and exit.oom_killed,
     )
     if timed_out:
+        if state.idled:
+            assert idle_timeout is not None
+            raise TimedOut(idle_timeout, output, idle=True)
         assert timeout is not None
         raise TimedOut(timeout, output)
     return await run.settle(output)
+
+
+async def _within(
+    scope: anyio.CancelScope,
+    function: Callable[[float, anyio.CancelScope], Awaitable[None]],
+    idle: float,
+    run_scope: anyio.CancelScope,
+) -> None:
+    with scope:
+        await function(idle, run_scope)
 
 
 class Arrivals(abc.ABC):

@@ -82,8 +82,9 @@ class ProcessSession(AsyncChunks[SessionChunk], abc.ABC):
     process), `_run` (run it to the end, handing each chunk to `_deliver`,
     and return its output or raise `TimedOut`), `_write_input`,
     `_close_input`, `_signal`, `_resize` (pty sessions) and `_terminate`
-    (kill the whole tree), and optionally `_release`. The base serialises
-    input writes and never calls `_write_input` after `_close_input`.
+    (kill the whole tree), and optionally `_release` and `_kill_descendants`.
+    The base serialises input writes and never calls `_write_input` after
+    `_close_input`.
     """
 
     # Whether `_offer` lets the reader run after handing a chunk over. A backend
@@ -157,6 +158,10 @@ class ProcessSession(AsyncChunks[SessionChunk], abc.ABC):
     async def _resize(self, cols: int, rows: int) -> None:
         """Set the terminal's size (only called on pty sessions)."""
         raise ExecutorError(f"{type(self).__name__} cannot resize its terminal")
+
+    async def _kill_descendants(self, pid: int) -> None:
+        """SIGKILL every descendant of `pid` in the command's tree (see `kill_descendants`)."""
+        raise ExecutorError(f"{type(self).__name__} cannot kill below a process")
 
     @abc.abstractmethod
     async def _terminate(self, grace: float | None = None) -> None:
@@ -260,6 +265,24 @@ class ProcessSession(AsyncChunks[SessionChunk], abc.ABC):
         self._stdin_closed = True
         async with self._stdin_lock:
             await self._close_input()
+
+    async def kill_descendants(self, pid: int) -> None:
+        """SIGKILL every process below process `pid` of the command's tree, sparing `pid`.
+
+        `pid` is as the command sees it (a shell's `$$`, in a sandbox or a
+        container its own PID namespace's number); it must be a process of
+        this command's tree, or nothing is sent. The processes are stopped
+        first and looked for until no new one comes, then killed together.
+        A persistent shell sends it to a command that outlived SIGINT and
+        SIGTERM: the command dies, the shell goes on. It returns once the
+        signals are sent, not when the processes are reaped.
+
+        Raises:
+            ExecutorError: The backend cannot (the Docker helper's processes).
+
+        """
+        self._check_entered()
+        await self._kill_descendants(pid)
 
     def cancel(self) -> None:
         """Kill the command's tree; the output ends and `finalize()` raises `NonZeroExit`."""
@@ -372,6 +395,7 @@ class RunSession(ProcessSession):
         timeout: float | None,
         kill_grace: float,
         drain_timeout: float,
+        idle_timeout: float | None = None,
         offer_yields: bool = True,
     ) -> None:
         """Set up a session; `start` starts its command when the session is entered.
@@ -385,6 +409,7 @@ class RunSession(ProcessSession):
         self._timeout = timeout
         self._kill_grace = kill_grace
         self._drain_timeout = drain_timeout
+        self._idle_timeout = idle_timeout
         self._offer_yields = offer_yields
         self._command: Run | None = None
 
@@ -406,6 +431,7 @@ class RunSession(ProcessSession):
             timeout=self._timeout,
             kill_grace=self._kill_grace,
             drain_timeout=self._drain_timeout,
+            idle_timeout=self._idle_timeout,
         )
 
     async def _write_input(self, data: bytes) -> None:
@@ -423,6 +449,10 @@ class RunSession(ProcessSession):
     async def _resize(self, cols: int, rows: int) -> None:
         if self._command is not None:
             await self._command.resize(cols, rows)
+
+    async def _kill_descendants(self, pid: int) -> None:
+        if self._command is not None:
+            await self._command.kill_descendants(pid)
 
     async def _terminate(self, grace: float | None = None) -> None:
         command = self._command
@@ -522,6 +552,9 @@ class WrappedSession(ProcessSession):
 
     async def _resize(self, cols: int, rows: int) -> None:
         await self.inner.send_stdin(Resize(cols, rows))
+
+    async def _kill_descendants(self, pid: int) -> None:
+        await self.inner.kill_descendants(pid)
 
     async def _terminate(self, grace: float | None = None) -> None:
         self.inner.cancel()

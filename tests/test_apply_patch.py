@@ -17,6 +17,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from docker_engine import PYTHON_IMAGE, labelled_container
 from ssh_server import SshServer
@@ -865,6 +866,35 @@ async def test_an_executor_failure_is_raised_as_it_is_after_the_undo(tmp_path: P
         # The second write failed, but a lost write may have landed: the undo
         # writes both files back, b.txt then a.txt.
         assert failing.writes == 4
+    assert tree_of(tmp_path) == before
+
+
+class StallingWrites(WrappedExecutor):
+    """Holds the `stall_at`-th write (1-based) until the caller gives up; the others run."""
+
+    def __init__(self, inner: ToolExecutor, stall_at: int) -> None:
+        super().__init__(inner)
+        self.stall_at = stall_at
+        self.writes = 0
+
+    async def exec_cmd(self, cmd: Command) -> CommandOutput:
+        if isinstance(cmd, WriteFile):
+            self.writes += 1
+            if self.writes == self.stall_at:
+                await anyio.sleep_forever()
+        return await super().exec_cmd(cmd)
+
+
+async def test_a_cancelled_patch_is_undone(tmp_path: Path) -> None:
+    """Cancelled between two writes, the patch still does not stay half-applied."""
+    before: Tree = {"a.txt": b"one\ntwo\n", "b.txt": b"b\n"}
+    write_tree(tmp_path, before)
+    patch = UPDATE_A + "*** Update File: b.txt\n@@\n-b\n+B\n*** End Patch"
+    async with LocalExecutor(tmp_path) as local:
+        stalling = StallingWrites(local, stall_at=2)
+        with anyio.move_on_after(0.5) as scope:
+            await apply_patch(stalling, patch)
+        assert scope.cancelled_caught
     assert tree_of(tmp_path) == before
 
 

@@ -5,6 +5,8 @@ A command's processes carry its tag in their environment
 cannot see the processes itself (over SSH, in a container run by engine
 execs), it runs `KILL_SCRIPT` there, through whatever runs a program on that
 host, and `TreeKiller` keeps the grace in wall time across the round trips.
+`BELOW_SCRIPT` kills what runs below one process of such a tree, sparing
+that process: a persistent shell's stuck command, the shell kept.
 """
 
 from __future__ import annotations
@@ -93,6 +95,62 @@ echo "processes survived SIGKILL: $t" >&2
 exit 1
 """
 
+# Run as `sh -c BELOW_SCRIPT sh PATTERN PID`: SIGKILL every descendant of
+# process PID, not PID itself, where PID belongs to the tree `KILL_SCRIPT`
+# finds by PATTERN (it carries the tag, or descends from a process that
+# does): a persistent shell's command, the shell spared. The descendants
+# are stopped first (SIGSTOP), and looked for again until no new one
+# appears, so none can fork a child the kill would miss; then all of them
+# are killed at once. With PID outside the tree (gone, its number taken
+# again) nothing is sent. It prints how many processes it killed.
+BELOW_SCRIPT: Final = r"""
+below() {
+  top=$2
+  tagged=$(grep -lz -e "$1" /proc/[0-9]*/environ 2>/dev/null)
+  [ -n "$tagged" ] || return 0
+  {
+    echo "$tagged"
+    echo --
+    for f in /proc/[0-9]*/stat; do
+      { read -r s < "$f"; } 2>/dev/null || continue
+      p=${f#/proc/}; p=${p%/stat}
+      set -- ${s##*) }
+      [ "$1" = Z ] || echo "$p $2"
+    done
+  } | awk -v top="$top" '
+    !sep && $0 == "--" { sep = 1; next }
+    !sep { sub("^/proc/", ""); sub("/environ$", ""); tag[$0] = 1; next }
+    { parent[$1] = $2 }
+    END {
+      p = top; n = 0
+      while ((p in parent) && !(p in tag) && n < 100000) { p = parent[p]; n++ }
+      if (!(p in tag)) exit
+      found[top] = 1
+      do {
+        added = 0
+        for (p in parent) if (!(p in found) && (parent[p] in found)) {
+          found[p] = 1; added = 1; print p
+        }
+      } while (added)
+    }'
+}
+stopped=" "
+i=0
+while [ "$i" -lt 100 ]; do
+  new=
+  for p in $(below "$1" "$2"); do
+    case $stopped in *" $p "*) ;; *) new="$new $p" ;; esac
+  done
+  [ -n "$new" ] || break
+  kill -s STOP $new 2>/dev/null
+  stopped="$stopped${new# } "
+  i=$((i + 1))
+done
+set -- $stopped
+[ "$#" -eq 0 ] || kill -s KILL "$@" 2>/dev/null
+echo "$#"
+"""
+
 SETTLE: Final = 0.5
 """How long a kill looks again for a command that has only just started (see `KILL_SCRIPT`)."""
 
@@ -109,6 +167,11 @@ def tree_pattern(tag: str, *, prefix: bool = False, variable: str = TREE_VARIABL
     """
     escaped = tag.replace(".", r"\.")
     return f"^{variable}={escaped}" + ("/" if prefix else "$")
+
+
+def below_argv(pattern: str, pid: int) -> list[str]:
+    """The argv that kills what runs below `pid` in the tree `pattern` finds (`BELOW_SCRIPT`)."""
+    return ["sh", "-c", BELOW_SCRIPT, "sh", pattern, str(pid)]
 
 
 class TreeKiller:

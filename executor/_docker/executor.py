@@ -40,7 +40,7 @@ from executor._core.errors import CommandError, EngineError, ExecutorError, NonZ
 from executor._core.output import Chunk, CommandOutput, Sink, Stderr, Stdout
 from executor._core.run import Run
 from executor._core.session import ProcessSession
-from executor._core.treekill import TreeKiller, tree_pattern
+from executor._core.treekill import TreeKiller, below_argv, tree_pattern
 from executor._docker import archive, container
 from executor._docker.api import Connection, EngineClient
 from executor._docker.build import BuiltImage, DockerBuild, build_image
@@ -567,6 +567,11 @@ class DockerExecutor(CommandRunner):
             with contextlib.suppress(CommandError):
                 await self._plain_exec(api, container_id, ["kill", f"-{number}", f"-{group}"])
 
+        async def kill_below(pid: int) -> None:
+            pattern = tree_pattern(prepared.tag, variable=TREE_VARIABLE)
+            with contextlib.suppress(CommandError, OSError), anyio.move_on_after(_KILL_WAIT):
+                await self._plain_exec(api, container_id, below_argv(pattern, pid))
+
         return ExecRun(
             prepared.nonce,
             api,
@@ -574,6 +579,7 @@ class DockerExecutor(CommandRunner):
             conn,
             kill_tree=kill_tree,
             signal_group=signal_group,
+            kill_below=kill_below,
             tty=tty,
         )
 

@@ -50,6 +50,9 @@ KillTree = Callable[[float], Awaitable[None]]
 SignalGroup = Callable[[int, int], Awaitable[None]]
 """Sends a signal to a process group in the container: (the group, the signal)."""
 
+KillBelow = Callable[[int], Awaitable[None]]
+"""SIGKILLs what runs below a process of a command's tree in the container (its pid there)."""
+
 
 def signal_of(code: int) -> int | None:
     """The signal N of an exit status 128 + N, as the engine reports a death by signal."""
@@ -194,6 +197,7 @@ class ExecRun(Run, Arrivals):
         *,
         kill_tree: KillTree,
         signal_group: SignalGroup,
+        kill_below: KillBelow | None = None,
         tty: bool = False,
     ) -> None:
         self.marker = b"\0" + nonce + b" "
@@ -202,6 +206,7 @@ class ExecRun(Run, Arrivals):
         self._conn = conn
         self._kill_tree = kill_tree
         self._signal_group = signal_group
+        self._kill_below = kill_below
         # On a terminal the wrapper's lines come with the output, as \r\n.
         self.tty = tty
         self._control = 1 if tty else 2
@@ -382,6 +387,13 @@ class ExecRun(Run, Arrivals):
     async def kill(self, grace: float) -> None:
         """Kill the command's tree in the container (also what it left after its exit)."""
         await self._kill_tree(grace)
+
+    async def kill_descendants(self, pid: int) -> None:
+        """SIGKILL what runs below `pid` (its pid in the container) in the tree, sparing `pid`."""
+        if self._kill_below is None:
+            await super().kill_descendants(pid)
+        elif self._marked is None:
+            await self._kill_below(pid)
 
     async def resize(self, cols: int, rows: int) -> None:
         """Resize the exec's terminal through the engine."""

@@ -1220,6 +1220,14 @@ class LocalRun(Run):
         with contextlib.suppress(OSError):
             fcntl.ioctl(self._master, termios.TIOCSWINSZ, size)
 
+    async def kill_descendants(self, pid: int) -> None:
+        """SIGKILL what runs below `pid` (as the command sees it) in the tree, sparing `pid`."""
+        spawned = self._spawned
+        # Only while the tree's top is unreaped (a sandbox's init, or the
+        # command): the processes below it are then the command's.
+        if self._status is None and spawned.process.returncode is None:
+            kill_below(spawned.pid, pid, spawned.tag)
+
     async def kill(self, grace: float) -> None:
         """Kill the whole tree and, before the exit is known, reap the child."""
         spawned = self._spawned
@@ -1543,6 +1551,66 @@ async def kill_tree(
             return
         _signal(pids, signals.SIGKILL, cache)
         await anyio.sleep(0.001)
+
+
+def kill_below(root: int, pid: int, tag: str) -> int:
+    """SIGKILL every descendant of the process the tree below `root` knows as `pid`; how many.
+
+    `pid` is as the command sees it: in a sandbox, its PID namespace's
+    number (the last of `NSpid`), found among `root` (the sandbox's init, or
+    the command itself) and its descendants. That process must carry the
+    tree's `tag`, or nothing is sent. The descendants are stopped first and
+    looked for again until no new one comes (a stopped process forks no
+    child the kill would miss), then killed together.
+    """
+    top = _known_as(root, pid)
+    if top is None or not _has_tag(top, f"{TREE_VARIABLE}={tag}".encode(), prefix=False):
+        return 0
+    stopped: dict[int, psutil.Process] = {}
+    seen: set[int] = set()
+    try:
+        leader = psutil.Process(top)
+        for _ in range(100):
+            new = [child for child in leader.children(recursive=True) if child.pid not in seen]
+            if not new:
+                break
+            for child in new:
+                seen.add(child.pid)
+                with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                    child.send_signal(signals.SIGSTOP)  # psutil refuses a reused pid
+                    stopped[child.pid] = child
+    except psutil.NoSuchProcess:
+        pass  # the top ended meanwhile: what was found is still killed
+    for child in stopped.values():
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            child.send_signal(signals.SIGKILL)
+    return len(stopped)
+
+
+def _known_as(root: int, pid: int) -> int | None:
+    """The process of `root`'s tree (itself or below) whose own PID namespace calls it `pid`."""
+    if _namespace_pid(root) == pid:
+        return root
+    try:
+        below = psutil.Process(root).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return None
+    for child in below:
+        if _namespace_pid(child.pid) == pid:
+            return child.pid
+    return None
+
+
+def _namespace_pid(pid: int) -> int | None:
+    """`pid`'s number in its own (innermost) PID namespace: the last of `NSpid`."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        return None
+    return pid  # a kernel without NSpid (before 4.1): one namespace
 
 
 def _alive(pid: int) -> bool:

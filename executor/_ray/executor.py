@@ -526,6 +526,9 @@ class RaySession(ProcessSession):
     async def _resize(self, cols: int, rows: int) -> None:
         await self._op("resize", cols, rows)
 
+    async def _kill_descendants(self, pid: int) -> None:
+        await self._op("below", pid)
+
     async def _terminate(self, grace: float | None = None) -> None:
         if self._actor is not None:
             with contextlib.suppress(ExecutorError):

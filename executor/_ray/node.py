@@ -252,6 +252,8 @@ class _SessionHost:
                     await session.send_stdin(Signal(UnixSignal(args[0])))
                 elif op == "resize":
                     await session.send_stdin(Resize(*args))
+                elif op == "below":
+                    await session.kill_descendants(args[0])
                 elif op == "cancel":
                     session.cancel()
                 reply.set_result(None)
@@ -473,7 +475,7 @@ class NodeExecutor:
                 return
 
     async def session_call(self, session_id: int, op: str, *args: Any) -> Any:
-        """One operation on a session: write, close, signal, resize, cancel or release."""
+        """One operation on a session: write, close, signal, resize, below, cancel or release."""
         host = self._sessions.get(session_id)
         if host is None:
             return None

@@ -36,17 +36,32 @@ that returns from the sourced command at its next step; sh: the trap
 returns from the function), so the shell is back within a moment with its
 state. If the command is still running after the executor's kill grace,
 SIGTERM follows; the shell's own TERM trap ignores a TERM that follows its
-INT (a plain `kill $$` still kills it). Still running after another grace,
-the whole session is killed, shell included, and the next `run` starts a
-fresh shell and says its state was lost (`ShellOutput.state_lost`). A
-command that ends the shell itself (`exit 3`, `kill $$`, `exec true`)
-raises `ShellExited`; the next `run` starts a fresh shell the same way.
+INT (a plain `kill $$` still kills it). Still running after another grace
+(a child that ignores both, or left the group), every process below the
+shell gets SIGKILL, the shell none (`ProcessSession.kill_descendants` with
+the shell's `$$`): they are stopped first, and looked for until no new one
+comes, so none forks past the kill. The backend finds them where it sees
+the shell: locally from this process (in a sandbox, below the command's
+init, by the shell's number in its PID namespace), in a container or over
+SSH by a script run there (`executor._core.treekill.BELOW_SCRIPT`), on Ray
+by the node's executor. What the shell put in the background (`cmd &`)
+is below it too, and goes with the command. The shell, back from its wait,
+skips the rest of the command and keeps its state: the run raises
+`TimedOut` about two graces after the timeout. Only a shell that is still
+not back a grace later is wedged itself (a loop of builtins, run in the
+shell, that ignores INT and TERM), or a backend could not reach below it
+(the Docker helper's processes, which no session uses): then the whole
+session is killed, shell included, and the next `run` starts a fresh shell
+and says its state was lost (`ShellOutput.state_lost`). A command that
+ends the shell itself (`exit 3`, `kill $$`, `exec true`) raises
+`ShellExited`; the next `run` starts a fresh shell the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import secrets
 import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -309,11 +324,23 @@ class _Process:
     async def write(self, text: str) -> None:
         await self.session.send_stdin(Bytes(text.encode()))
 
-    async def signal(self, signal: UnixSignal) -> None:
+    async def signal(self, signal: UnixSignal) -> bool:
         self.interrupted = True
         if not self.dead:
             with contextlib.suppress(CommandError):
                 await self.session.send_stdin(Signal(signal))
+        return True
+
+    async def kill_below(self) -> bool:
+        """SIGKILL what runs below the shell (its command), sparing it; `False` where it cannot."""
+        self.interrupted = True
+        if self.dead or self.pid is None:
+            return False
+        try:
+            await self.session.kill_descendants(self.pid)
+        except CommandError:
+            return False  # a backend that cannot: the shell goes with its command
+        return True
 
     async def ended(self) -> CommandOutput:
         """The shell's own end, once its output has ended: exit code, signal."""
@@ -702,11 +729,23 @@ class FramedShell(PersistentShell):
         frame: _Frame,
         read: Callable[[Sink | None], Awaitable[bool]],
     ) -> None:
-        """SIGINT, then SIGTERM, then kill the shell: each after the grace, until the frame ends."""
-        for signal in (UnixSignal.SIGINT, UnixSignal.SIGTERM):
+        """SIGINT, SIGTERM, SIGKILL below the shell, then kill it: each after the grace, until done.
+
+        Each step waits the grace for the frame's end (the shell back), and
+        the last is taken only for a shell that has not come back even once
+        everything below it was killed.
+        """
+        steps: list[Callable[[], Awaitable[bool]]] = [
+            functools.partial(process.signal, UnixSignal.SIGINT),
+            functools.partial(process.signal, UnixSignal.SIGTERM),
+            # The command's processes, below the shell, never the shell.
+            process.kill_below,
+        ]
+        for step in steps:
             if process.dead:
                 return
-            await process.signal(signal)
+            if not await step():
+                break
             with anyio.move_on_after(self.kill_grace):
                 if not await read(None):
                     # The shell ended too.
@@ -714,7 +753,8 @@ class FramedShell(PersistentShell):
                 return
             if frame.done:
                 return
-        # Wedged: the command, or the shell itself, holds out. The next run starts afresh.
+        # Wedged: the shell itself holds out (a loop of builtins that ignores
+        # INT and TERM). The next run starts afresh.
         await process.stop()
 
     # Jobs.

@@ -58,7 +58,7 @@ from executor._core.errors import ExecutorError, TimedOut
 from executor._core.output import CommandOutput, Sink, Stdout
 from executor._core.proc import TREE_VARIABLE
 from executor._core.session import ProcessSession
-from executor._core.treekill import SETTLE, TreeKiller, tree_pattern
+from executor._core.treekill import SETTLE, TreeKiller, below_argv, tree_pattern
 from executor._files.rules import normalise_extensions
 from executor._ssh.errors import (
     ConnectAttempt,
@@ -660,6 +660,19 @@ class SshExecutor(CommandRunner):
             with anyio.move_on_after(_REMOTE_SLACK):
                 await connection.run(line, check=False)
 
+    async def _kill_below(self, tag: str, pid: int) -> None:
+        """SIGKILL what runs below process `pid` of the tree tagged `tag` (`BELOW_SCRIPT`)."""
+        line = shlex.join(below_argv(tree_pattern(tag), pid))
+        try:
+            connection = await self._connect()
+        except ExecutorError:
+            return  # No way to reach the host: the shell's own kill follows.
+        if self._kill_lock is None:
+            self._kill_lock = anyio.Lock()
+        async with self._kill_lock:
+            with contextlib.suppress(Exception), anyio.move_on_after(_REMOTE_SLACK):
+                await connection.run(line, check=False)
+
     async def _kill_on(
         self,
         connection: Any,
@@ -769,6 +782,9 @@ class _Host:
 
     async def signal_group(self, tag: str, number: int) -> None:
         await self.executor._signal_group(tag, number)
+
+    async def kill_below(self, tag: str, pid: int) -> None:
+        await self.executor._kill_below(tag, pid)
 
 
 async def _write_atomically(sftp: Any, path: bytes, content: bytes) -> None:

@@ -47,6 +47,9 @@ class Host(Protocol):
     async def signal_group(self, tag: str, number: int) -> None:
         """Send `number` to the process group of the command tagged `tag`."""
 
+    async def kill_below(self, tag: str, pid: int) -> None:
+        """SIGKILL what runs below process `pid` of the tree tagged `tag`, sparing `pid`."""
+
 
 class SshRun(Run, Arrivals):
     """One command's channel: its output as it arrives, its exit, its input, its tree."""
@@ -125,6 +128,12 @@ class SshRun(Run, Arrivals):
         session = self.session
         if not session.ended and not session.closed:
             await self._host.signal_group(self._tag, number)
+
+    async def kill_descendants(self, pid: int) -> None:
+        """SIGKILL what runs below `pid` (its pid on the host) in the tree, sparing `pid`."""
+        session = self.session
+        if not session.ended and not session.closed:
+            await self._host.kill_below(self._tag, pid)
 
     async def kill(self, grace: float) -> None:
         """Kill the command's whole remote tree: SIGTERM, `grace`, SIGKILL; also after the exit."""

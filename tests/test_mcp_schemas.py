@@ -2,15 +2,18 @@
 
 The SDK's own client, in process, calls each tool of the toolset with
 arguments that succeed and with arguments that fail in each way the tool can
-(a failed command, a refusal, a timeout, arguments the tool refuses), and each
-result's structured content is validated against the schema the tool lists:
-by the SDK client itself (it checks a result against the tool's
-`outputSchema`) and again here with `jsonschema`, so a client that validates
-strictly never rejects one of our results.
+(a failed command, a refusal, a timeout, a command the OOM killer ended,
+arguments the tool refuses), and each result's structured content is
+validated against the schema the tool lists: by the SDK client itself (it
+checks a result against the tool's `outputSchema`) and again here with
+`jsonschema`, so a client that validates strictly never rejects one of our
+results.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ from executor import (  # noqa: E402
     ToolOutputKind,
     Toolset,
 )
+from executor._local import cgroup  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -66,6 +70,8 @@ def calls(work: Path) -> list[tuple[str, dict[str, Any]]]:
         ("write_file", {"path": "new.txt"}),
         ("edit_file", {"path": "notes.txt", "old_text": "beta", "new_text": "gamma"}),
         ("edit_file", {"path": "notes.txt", "old_text": "nowhere", "new_text": "x"}),
+        ("undo_edit", {"path": "notes.txt"}),
+        ("undo_edit", {"path": "never-edited.txt"}),
         ("list_files", {}),
         ("list_files", {"path": "missing"}),
         ("glob", {"pattern": "*.txt"}),
@@ -124,9 +130,27 @@ async def test_every_result_matches_its_tools_output_schema(tmp_path: Path) -> N
                 result.structured_content, schema, cls=jsonschema.Draft202012Validator
             )
             seen["run"].add(result.structured_content["kind"])
+        # A command the OOM killer ended, where a cgroup can enforce memory=.
+        expected = {kind.value for kind in ToolOutputKind}
+        if "memory" in cgroup.probe().limits or os.environ.get("EXECUTOR_REQUIRE_CGROUPS") == "1":
+            async with (
+                LocalExecutor(tmp_path, memory=64 << 20) as limited,
+                Client(McpServer(limited).server, mode="auto") as client,
+            ):
+                hog = f"{sys.executable} -c 'bytearray(1 << 30)'"
+                result = await client.call_tool("run", {"command": hog})
+                content = result.structured_content
+                assert content is not None
+                assert content["oom_killed"] is True
+                schema = listed["run"].output_schema
+                assert schema is not None
+                jsonschema.validate(content, schema, cls=jsonschema.Draft202012Validator)
+                seen["run"].add(content["kind"])
+        else:
+            expected.discard(ToolOutputKind.OUT_OF_MEMORY.value)
     assert set(seen) == set(TOOL_NAMES)
     kinds = set().union(*seen.values())
-    assert kinds == {kind.value for kind in ToolOutputKind}
+    assert kinds == expected
 
 
 async def test_hints_and_titles(tmp_path: Path) -> None:

@@ -116,7 +116,7 @@ EXPECTED: dict[str, list[str]] = {
         "read-only subset: read_file, list_files, glob, search",
     ],
     "mcp_server.py": [
-        "tools: 17 True",
+        "tools: 18 True",
         "is_error=True exit_code=5 stderr='no tests\\n'",
         "progress: 'step 1\\n'",
         "progress: 'step 2\\n'",

@@ -19,7 +19,8 @@ a bad argument, and a command that fails, come back to the model as a
 `ToolOutput` with `is_error=True` and a message that says what was wrong,
 instead of an exception through the agent. Its `kind` (a `ToolOutputKind`)
 tells a framework which failure it was: the model's arguments to fix and
-retry, a refusal, a timeout, a command that failed, or the executor.
+retry, a refusal, a timeout, a command the OOM killer ended, a command that
+failed, or the executor.
 
 Arguments are untrusted text, so `invoke` bounds them before parsing:
 `max_argument_bytes` of JSON (1 MiB by default), `max_argument_depth` levels
@@ -51,12 +52,13 @@ from executor._core.errors import (
     CommandError,
     InvalidArgument,
     NonZeroExit,
+    OutOfMemory,
     PolicyDenied,
     TimedOut,
 )
 from executor._core.output import CommandOutput
 from executor._core.render import for_model
-from executor._tools.shapes import SpecShape, spec_in_shape
+from executor._tools.shapes import SHAPES, SpecShape, spec_in_shape
 
 
 @runtime_checkable
@@ -103,6 +105,9 @@ class ToolOutputKind(enum.Enum):
             refused them itself.
         DENIED: A policy refused a command (`PolicyDenied`).
         TIMED_OUT: A command ran past its timeout (`TimedOut`).
+        OUT_OF_MEMORY: A command failed because the kernel's OOM killer ended
+            it or a process of its tree, past its memory limit (`OutOfMemory`;
+            `ToolOutput.exit_code` holds its exit code).
         FAILED: A command ran and failed (`NonZeroExit`; `ToolOutput.exit_code`
             holds its exit code, `None` for a file command), or the tool
             reported a failure of its own (`ToolOutput.error`).
@@ -114,6 +119,7 @@ class ToolOutputKind(enum.Enum):
     INVALID_ARGUMENTS = "invalid_arguments"
     DENIED = "denied"
     TIMED_OUT = "timed_out"
+    OUT_OF_MEMORY = "out_of_memory"
     FAILED = "failed"
     EXECUTOR_ERROR = "executor_error"
 
@@ -192,8 +198,9 @@ class ToolOutput:
         """The output for an exception a tool raised, its kind chosen by the error's type.
 
         Most specific first: `InvalidArgument` is `INVALID_ARGUMENTS`,
-        `PolicyDenied` `DENIED`, `TimedOut` `TIMED_OUT`, `NonZeroExit`
-        `FAILED` (with the output's exit code), and any other `CommandError`
+        `PolicyDenied` `DENIED`, `TimedOut` `TIMED_OUT`, `OutOfMemory`
+        `OUT_OF_MEMORY` and any other `NonZeroExit` `FAILED` (both with the
+        output's exit code), and any other `CommandError`
         (an `ExecutorError`, a `ToolStreamError`) `EXECUTOR_ERROR`.
         """
         if isinstance(error, InvalidArgument):
@@ -203,6 +210,12 @@ class ToolOutput:
         if isinstance(error, TimedOut):
             # The exit status of a killed process says only that it was killed.
             return cls(_failure_text(error), kind=ToolOutputKind.TIMED_OUT)
+        if isinstance(error, OutOfMemory):
+            return cls(
+                _failure_text(error),
+                kind=ToolOutputKind.OUT_OF_MEMORY,
+                exit_code=error.output.exit_code,
+            )
         if isinstance(error, NonZeroExit):
             return cls(
                 _failure_text(error), kind=ToolOutputKind.FAILED, exit_code=error.output.exit_code
@@ -268,6 +281,10 @@ class Tool:
             default.
         max_argument_depth: How deep the arguments may nest (the arguments
             object itself is level 1); 64 by default.
+        native: The tool's native declaration by spec shape, for an API that
+            has the tool as a type of its own (Anthropic's
+            `{"type": "bash_20250124", "name": "bash"}`); `spec_for` gives it
+            in place of the function spec.
     """
 
     function: Callable[..., Awaitable[Any]]
@@ -277,6 +294,7 @@ class Tool:
     context_parameter: str | None
     max_argument_bytes: int = attrs.field(default=_DEFAULT_MAX_ARGUMENT_BYTES, validator=_positive)
     max_argument_depth: int = attrs.field(default=_DEFAULT_MAX_ARGUMENT_DEPTH, validator=_positive)
+    native: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict, kw_only=True)
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -307,13 +325,16 @@ class Tool:
             parameters["$defs"] = builder.defs
         return {"name": self.name, "description": self.description, "parameters": parameters}
 
-    def spec_for(self, shape: SpecShape, *, strict: bool | None = None) -> dict[str, Any]:
+    def spec_for(
+        self, shape: SpecShape, *, strict: bool | None = None, native: bool = True
+    ) -> dict[str, Any]:
         """The tool's spec in the shape one model API takes (`spec` is OpenAI's function shape).
 
-        `"openai"` (Chat Completions) and `"openai-responses"` write strict
-        mode where the parameters have a strict form: every property required,
-        an optional one nullable, `null` standing for its default (which
-        `invoke` honours). `"anthropic"` gives `input_schema`, `"mcp"`
+        A tool with a native declaration for `shape` (`Tool.native`) gives
+        that, unless `native=False`. `"openai"` (Chat Completions) and
+        `"openai-responses"` write strict mode where the parameters have a
+        strict form: every property required, an optional one nullable,
+        `null` standing for its default (which `invoke` honours). `"anthropic"` gives `input_schema`, `"mcp"`
         `inputSchema`, `"gemini"` a function declaration in Gemini's OpenAPI
         subset. See `spec_in_shape` for `strict`.
 
@@ -322,6 +343,13 @@ class Tool:
             TypeError: The parameters have no form in that shape (see
                 `spec_in_shape`).
         """
+        declared = self.native.get(shape) if native else None
+        if declared is not None:
+            if shape not in SHAPES:
+                raise ValueError(
+                    f"unknown spec shape {shape!r}; the shapes are: {', '.join(SHAPES)}"
+                )
+            return dict(declared)
         return spec_in_shape(self.spec, shape, strict=strict)
 
     def parse_arguments(self, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, cast
 
-from executor._core.base import ToolExecutor
+from executor._core.base import ToolExecutor, call_sink
 from executor._core.commands import Command
 from executor._core.errors import CommandError, ExecutorError, InvalidArgument
-from executor._core.output import CommandOutput, Sink
+from executor._core.jobs import Job
+from executor._core.output import Chunk, CommandOutput, Sink
 from executor._core.render import for_model
 from executor._core.stdin import UnixSignal
 from executor._tools.args import WorkspacePath
@@ -22,6 +23,10 @@ from executor._tools.tools import Tool, ToolOutput, tool
 from executor._toolset.context import ToolsetContext, execute, output_sink, remember
 from executor._toolset.hosting import Hosts
 from executor._toolset.limits import Limits, check_count
+from executor._toolset.yielding import Yielded, handed_back
+
+_SHELL = "persistent shell"
+"""The host of the `shell` tool's shell (the native `bash` has one of its own)."""
 
 
 class _Job(Protocol):
@@ -54,9 +59,8 @@ class _Shell(Protocol):
     def job(self, job_id: str) -> _Job: ...
 
 
-def command_tools(limits: Limits, hosts: Hosts) -> list[Tool]:
-    """`run`, `shell` and the `job_*` tools, as `Tool`s sharing `limits` and `hosts`."""
-    commands = CommandTools(limits, hosts)
+def command_tools(commands: CommandTools) -> list[Tool]:
+    """`run`, `shell` and the `job_*` tools of `commands`, as `Tool`s."""
     return [
         tool(commands.run),
         tool(commands.shell),
@@ -76,13 +80,15 @@ class CommandTools:
     come with, through `hosts`, which closes it, with its jobs.
 
     Args:
-        limits: The toolset's timeouts and output budget.
+        limits: The toolset's timeouts, yield window and output budget.
         hosts: Where the toolset holds its persistent shells open.
+        yielded: The commands that outlived their yield window, as jobs.
     """
 
-    def __init__(self, limits: Limits, hosts: Hosts) -> None:
+    def __init__(self, limits: Limits, hosts: Hosts, yielded: Yielded) -> None:
         self._limits = limits
         self._hosts = hosts
+        self._yielded = yielded
 
     async def run(  # noqa: D417 - context is not an argument
         self,
@@ -91,26 +97,55 @@ class CommandTools:
         timeout: float | None = None,
         cwd: WorkspacePath | None = None,
         stdin: str | None = None,
+        yield_after: float | None = None,
+        idle_timeout: float | None = None,
     ) -> ToolOutput:
         """Run a shell command (sh -c) to its end and return its output and exit code.
 
         Each call starts afresh: nothing (cd, variables) carries over; use the
         shell tool for that. The command's whole process tree is killed when it
-        runs past its timeout.
+        runs past its timeout, or prints nothing for its idle timeout. With a
+        yield window, a command still running when it passes comes back with
+        its output so far and a job id, for job_read, job_write and job_stop.
 
         Args:
             command: The shell script to run, e.g. "pytest -q tests/test_x.py".
             timeout: Seconds before the command is killed (the toolset's default if omitted).
             cwd: Folder to run in, relative to the workspace root.
             stdin: Text to give the command on its standard input (none if omitted).
+            yield_after: Seconds to wait before handing back a job id while it runs on.
+            idle_timeout: Seconds it may print nothing before it is killed.
         """
         cmd = Command.shell(command).with_timeout(self._limits.timeout_for(timeout))
+        idle = self._limits.idle_timeout if idle_timeout is None else idle_timeout
+        cmd = cmd.with_idle_timeout(self._limits.timeout_for(idle) if idle is not None else None)
         if cwd is not None:
             cmd = cmd.with_current_dir(str(cwd))
         if stdin is not None:
             cmd = cmd.with_stdin(stdin)
-        output = await execute(context, cmd)
+        return await self.one_shot(context, cmd, command, yield_after)
+
+    async def one_shot(
+        self, context: ToolsetContext, cmd: Command, command: str, yield_after: float | None
+    ) -> ToolOutput:
+        """Run `cmd` to its end, or past the yield window as a job (see `yielding`)."""
+        window = self._limits.yield_for(yield_after)
+        if window is None:
+            output = await execute(context, cmd)
+        else:
+            ran = await self._yielded.run(context.executor(), cmd, command, window)
+            if not isinstance(ran, CommandOutput):
+                return await self._handed_back(ran, window)
+            output = ran
+            remember(context, output)
         return ToolOutput(for_model(output, budget=self._limits.budget), exit_code=output.exit_code)
+
+    async def _handed_back(self, job: Job, window: float) -> ToolOutput:
+        """What the model reads of a command that runs on as `job`: its output so far."""
+        so_far = await job.read()
+        text = for_model(so_far, budget=self._limits.budget, status=False)
+        opening = "" if not text or text.endswith("\n") else "\n"
+        return ToolOutput(f"{text}{opening}{handed_back(job, window)}")
 
     async def shell(  # noqa: D417 - context is not an argument
         self,
@@ -118,18 +153,63 @@ class CommandTools:
         command: str,
         timeout: float | None = None,
         restart: bool = False,
+        yield_after: float | None = None,
     ) -> ToolOutput:
         """Run a command in a persistent shell: cd, variables and functions carry over.
+
+        With a yield window, a command still running when it passes comes back
+        with its output so far and a job id (job_read, job_stop); the shell is
+        busy with it until it ends.
 
         Args:
             command: The shell command to run, e.g. "cd src && export DEBUG=1".
             timeout: Seconds before the command is interrupted; the shell itself stays.
             restart: Start a fresh shell first, dropping the old one's state and jobs.
+            yield_after: Seconds to wait before handing back a job id while it runs on.
         """
+        return await self.in_shell(context, command, timeout, restart, yield_after)
+
+    async def restart_shell(self, context: ToolsetContext, host: str = _SHELL) -> None:
+        """Start the persistent shell `host` afresh, stopping a yielded command that holds it."""
+        await self._yielded.stop_shell(context.executor(), host)
+        await self._shell(context, restart=True, host=host)
+
+    async def in_shell(
+        self,
+        context: ToolsetContext,
+        command: str,
+        timeout: float | None,
+        restart: bool,
+        yield_after: float | None,
+        *,
+        host: str = _SHELL,
+    ) -> ToolOutput:
+        """Run `command` in the persistent shell `host`, or past the yield window as a job."""
         seconds = self._limits.timeout_for(timeout)
-        sh = await self._shell(context, restart=restart)
+        window = self._limits.yield_for(yield_after)
+        executor = context.executor()
+        if restart:
+            await self._yielded.stop_shell(executor, host)
+        self._yielded.check_shell_free(executor, host)
+        sh = await self._shell(context, restart=restart, host=host)
+        live = output_sink(context)
         try:
-            output = await sh.run(command, timeout=seconds, sink=output_sink(context))
+            if window is None:
+                output = await sh.run(command, timeout=seconds, sink=live)
+            else:
+
+                async def run(sink: Sink) -> CommandOutput:
+                    async def both(chunk: Chunk) -> None:
+                        sink(chunk)
+                        if live is not None:
+                            await call_sink(live, chunk)
+
+                    return await sh.run(command, timeout=seconds, sink=both)
+
+                ran = await self._yielded.frame(executor, host, command, run, window)
+                if not isinstance(ran, CommandOutput):
+                    return await self._handed_back(ran, window)
+                output = ran
         except CommandError as error:
             remember(context, error.output)
             raise
@@ -204,26 +284,30 @@ class CommandTools:
     async def job_list(self, context: ToolsetContext) -> str:
         """List the background jobs of the persistent shell, running and ended."""
         sh = await self._shell(context)
-        statuses = list(sh.jobs())
+        statuses = [*self._yielded.statuses(context.executor()), *sh.jobs()]
         if not statuses:
             return "no jobs"
         return "\n".join(_status_line(status) for status in statuses)
 
     # --- the persistent shell ---------------------------------------------------------
 
-    async def _shell(self, context: Any, *, restart: bool = False) -> _Shell:
+    async def _shell(self, context: Any, *, restart: bool = False, host: str = _SHELL) -> _Shell:
         executor: ToolExecutor = context.executor()
         factory = getattr(executor, "shell", None)
         if not callable(factory):
             raise ExecutorError(f"{type(executor).__name__} has no persistent shell; use run")
-        return cast(_Shell, await self._hosts.open("persistent shell", executor, factory, restart))
+        return cast(_Shell, await self._hosts.open(host, executor, factory, restart))
 
     async def _job(self, context: Any, job_id: str) -> _Job:
+        yielded = self._yielded.get(context.executor(), job_id)
+        if yielded is not None:
+            return yielded
         shell = await self._shell(context)
         try:
             return shell.job(job_id)
         except ExecutorError:
-            known = ", ".join(_field(status, "id") for status in shell.jobs()) or "none"
+            statuses = [*self._yielded.statuses(context.executor()), *shell.jobs()]
+            known = ", ".join(_field(status, "id") for status in statuses) or "none"
             raise InvalidArgument(job_id, f"no such job; the jobs are: {known}") from None
 
 

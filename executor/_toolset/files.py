@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from executor._core.base import ToolExecutor
 from executor._core.commands import Command
-from executor._core.errors import InvalidArgument
+from executor._core.errors import CommandError, InvalidArgument
 from executor._tools.args import WorkspacePath
 from executor._tools.tools import Tool, ToolOutput, tool
 from executor._toolset.context import ToolsetContext, execute
+from executor._toolset.history import EditHistory
 from executor._toolset.limits import Limits, check_count
 from executor._toolset.text import Enough, LineRange, number_lines, replace
 
@@ -22,12 +23,14 @@ _MAX_LINES = 100_000
 _MAX_WRITE_BYTES = 16 << 20
 
 
-def file_tools(limits: Limits) -> list[Tool]:
-    """`read_file` (within `limits.budget`), `write_file` and `edit_file`, as `Tool`s."""
+def file_tools(limits: Limits, history: EditHistory) -> list[Tool]:
+    """`read_file` (within `limits.budget`), `write_file`, `edit_file` and `undo_edit`."""
+    writer = FileWriter(history)
     return [
         tool(FileReader(limits).read_file),
-        tool(max_argument_bytes=_MAX_WRITE_BYTES)(write_file),
-        tool(max_argument_bytes=_MAX_WRITE_BYTES)(edit_file),
+        tool(max_argument_bytes=_MAX_WRITE_BYTES)(writer.write_file),
+        tool(max_argument_bytes=_MAX_WRITE_BYTES)(writer.edit_file),
+        tool(writer.undo_edit),
     ]
 
 
@@ -108,55 +111,100 @@ class FileReader:
         return f"{body}{note}"
 
 
-async def write_file(context: ToolsetContext, path: WorkspacePath, content: str) -> str:  # noqa: D417
-    """Write a text file whole, replacing it if it exists; missing folders are made.
+class FileWriter:
+    """The tools that change files, keeping each file's earlier contents for `undo_edit`.
 
     Args:
-        path: The file, relative to the workspace root.
-        content: The file's whole new text.
+        history: Where the earlier contents are kept (the toolset's, shared
+            with the native text editors).
     """
-    await execute(context, Command.write_file(path, content))
-    size = len(content.encode("utf-8", "surrogatepass"))
-    lines = content.count("\n") + (not content.endswith("\n") and bool(content))
-    return f"wrote {size} bytes ({lines} lines) to {path}"
+
+    def __init__(self, history: EditHistory) -> None:
+        self._history = history
+
+    async def write_file(  # noqa: D417 - context is not an argument
+        self, context: ToolsetContext, path: WorkspacePath, content: str
+    ) -> str:
+        """Write a text file whole, replacing it if it exists; missing folders are made.
+
+        Args:
+            path: The file, relative to the workspace root.
+            content: The file's whole new text.
+        """
+        before = await _contents(context, str(path))
+        await execute(context, Command.write_file(path, content))
+        self._history.push(context.executor(), str(path), before)
+        size = len(content.encode("utf-8", "surrogatepass"))
+        lines = content.count("\n") + (not content.endswith("\n") and bool(content))
+        return f"wrote {size} bytes ({lines} lines) to {path}"
+
+    async def edit_file(  # noqa: D417 - context is not an argument
+        self,
+        context: ToolsetContext,
+        path: WorkspacePath,
+        old_text: str,
+        new_text: str,
+        replace_all: bool = False,
+    ) -> str | ToolOutput:
+        """Edit a text file by replacing exact text, as a str_replace editor does.
+
+        old_text must occur exactly once (or set replace_all), whitespace and
+        indentation included. Where it does not, whole lines that match it with
+        the file's CRLF endings, then ignoring trailing whitespace, then ignoring
+        indentation (new_text re-indented to the file's tabs or spaces) are
+        replaced, and the reply says so. Otherwise nothing is changed and the
+        reply says why, with the closest lines. undo_edit takes an edit back.
+
+        Args:
+            path: The file, relative to the workspace root.
+            old_text: The exact text to replace.
+            new_text: The text to put in its place.
+            replace_all: Replace every occurrence instead of requiring exactly one.
+        """
+        output = await execute(context, Command.read_file(path), stream=False)
+        try:
+            text = output.stdout.decode("utf-8")
+        except UnicodeDecodeError:
+            return ToolOutput.error(f"{path} is not UTF-8 text; edit_file edits text files")
+        edited, lines, how = replace(text, old_text, new_text, replace_all=replace_all)
+        await execute(context, Command.write_file(path, edited))
+        self._history.push(context.executor(), str(path), output.stdout)
+        count = f"{len(lines)} occurrence{'s' * (len(lines) != 1)}"
+        first = lines[0]
+        new_lines = edited.splitlines()
+        span = new_text.count("\n")
+        low = max(first - 3, 1)
+        high = min(first + span + 3, len(new_lines))
+        snippet = number_lines(new_lines[low - 1 : high], low)
+        where = ", ".join(map(str, lines[:20]))
+        matched = "" if how is None else f", matched {how}"
+        return f"edited {path}: replaced {count} (line {where}{matched})\n{snippet}"
+
+    async def undo_edit(self, context: ToolsetContext, path: WorkspacePath) -> str | ToolOutput:  # noqa: D417
+        """Take back the last write_file or edit_file of a file: its earlier bytes, exactly.
+
+        Each call takes back one more, up to the last 10 changes of the file.
+
+        Args:
+            path: The file, relative to the workspace root.
+        """
+        try:
+            before = self._history.pop(context.executor(), str(path))
+        except LookupError:
+            return ToolOutput.error(
+                f"the last change of {path} created it: there is nothing earlier to restore "
+                "(undo_edit does not delete files)"
+            )
+        if before is None:
+            return ToolOutput.error(f"no edit of {path} to undo (none was made by these tools)")
+        await execute(context, Command.write_file(path, before))
+        return f"undid the last change of {path}: it holds its earlier {len(before)} bytes again"
 
 
-async def edit_file(  # noqa: D417 - context is not an argument
-    context: ToolsetContext,
-    path: WorkspacePath,
-    old_text: str,
-    new_text: str,
-    replace_all: bool = False,
-) -> str | ToolOutput:
-    """Edit a text file by replacing exact text, as a str_replace editor does.
-
-    old_text must occur exactly once (or set replace_all), whitespace and
-    indentation included. Where it does not, whole lines that match it with
-    the file's CRLF endings, then ignoring trailing whitespace, then ignoring
-    indentation (new_text re-indented to the file's tabs or spaces) are
-    replaced, and the reply says so. Otherwise nothing is changed and the
-    reply says why, with the closest lines.
-
-    Args:
-        path: The file, relative to the workspace root.
-        old_text: The exact text to replace.
-        new_text: The text to put in its place.
-        replace_all: Replace every occurrence instead of requiring exactly one.
-    """
-    output = await execute(context, Command.read_file(path), stream=False)
+async def _contents(context: ToolsetContext, path: str) -> bytes | None:
+    """The file's bytes, or `None` when it does not exist (or cannot be read)."""
     try:
-        text = output.stdout.decode("utf-8")
-    except UnicodeDecodeError:
-        return ToolOutput.error(f"{path} is not UTF-8 text; edit_file edits text files")
-    edited, lines, how = replace(text, old_text, new_text, replace_all=replace_all)
-    await execute(context, Command.write_file(path, edited))
-    count = f"{len(lines)} occurrence{'s' * (len(lines) != 1)}"
-    first = lines[0]
-    new_lines = edited.splitlines()
-    span = new_text.count("\n")
-    low = max(first - 3, 1)
-    high = min(first + span + 3, len(new_lines))
-    snippet = number_lines(new_lines[low - 1 : high], low)
-    where = ", ".join(map(str, lines[:20]))
-    matched = "" if how is None else f", matched {how}"
-    return f"edited {path}: replaced {count} (line {where}{matched})\n{snippet}"
+        output = await context.executor().exec_cmd(Command.read_file(path))
+    except CommandError:
+        return None
+    return output.stdout

@@ -114,6 +114,19 @@ class Hosts:
             self._hosted[key] = hosted
             return hosted.value
 
+    async def spawn(self, function: Callable[..., Any], *args: Any) -> None:
+        """Start `function(*args)` in the entered toolset's task group, as `TaskGroup.start` does.
+
+        Raises:
+            ExecutorError: The toolset is not entered.
+        """
+        if self._group is None:
+            raise ExecutorError(
+                "a yielded command needs an entered toolset: `async with toolset:` around "
+                "the calls (it runs on between them, and is ended at the end)"
+            )
+        await self._group.start(function, *args)
+
     async def aclose(self) -> None:
         """Close every resource held open. A second call does nothing."""
         hosted, self._hosted = list(self._hosted.values()), {}

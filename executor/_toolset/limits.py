@@ -20,11 +20,32 @@ class Limits:
         timeout: Seconds a command may run when the model gives no timeout.
         max_timeout: The longest timeout a model may ask for.
         budget: Characters of output a tool hands the model (`for_model`).
+        yield_after: Seconds after which a command still running comes back
+            with a job id instead of being waited for (`None`: waited for,
+            to its timeout).
+        idle_timeout: Seconds a command may print nothing before it is
+            killed (`None`: no idle timeout).
     """
 
     timeout: float
     max_timeout: float
     budget: int
+    yield_after: float | None = None
+    idle_timeout: float | None = None
+
+    def yield_for(self, value: float | None) -> float | None:
+        """The yield window a command gets: the model's `value`, once checked, else the default.
+
+        Raises:
+            InvalidArgument: `value` is not more than 0, or past `max_timeout`.
+        """
+        if value is None:
+            return self.yield_after
+        if not value > 0 or value > self.max_timeout:
+            raise InvalidArgument(
+                value, f"yield_after must be more than 0 and at most {self.max_timeout:g} seconds"
+            )
+        return float(value)
 
     def timeout_for(self, value: float | None) -> float:
         """The timeout a command gets: the model's `value`, once checked, else the default.

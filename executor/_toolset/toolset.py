@@ -38,13 +38,17 @@ from executor._core.base import ToolExecutor
 from executor._core.output import Sink
 from executor._core.render import DEFAULT_BUDGET
 from executor._tools.tools import Tool, ToolOutput, ToolOutputKind
-from executor._toolset.commands import command_tools
+from executor._toolset.commands import CommandTools, command_tools
 from executor._toolset.context import ToolsetContext
+from executor._toolset.environment import EnvironmentSetting, check_environment
 from executor._toolset.files import file_tools
+from executor._toolset.history import EditHistory
 from executor._toolset.hosting import Hosts
 from executor._toolset.limits import Limits
+from executor._toolset.native import NATIVE_TOOLS, NativeTools, native_tools
 from executor._toolset.search import search_tools
 from executor._toolset.streaming import streaming_tools
+from executor._toolset.yielding import Yielded
 
 READ_ONLY_TOOLS: frozenset[str] = frozenset({"read_file", "list_files", "glob", "search"})
 """The tools that never write nor run a command: what `Toolset(read_only=True)` offers."""
@@ -61,6 +65,7 @@ TOOL_NAMES: tuple[str, ...] = (
     "read_file",
     "write_file",
     "edit_file",
+    "undo_edit",
     "list_files",
     "glob",
     "search",
@@ -69,6 +74,13 @@ TOOL_NAMES: tuple[str, ...] = (
     "code_interpreter",
 )
 """Every tool of the standard toolset, in the order `Toolset.tools` lists them."""
+
+NATIVE_TOOL_NAMES: tuple[str, ...] = tuple(
+    name for names in NATIVE_TOOLS.values() for name in names
+)
+"""The native tools (`NATIVE_TOOLS` gives them by family), offered with `Toolset(native=...)`."""
+
+_JOB_TOOLS = ("job_read", "job_write", "job_signal", "job_stop", "job_list")
 
 
 class Toolset:
@@ -79,8 +91,9 @@ class Toolset:
       carry over); `job_start`, `job_read`, `job_write`, `job_signal`,
       `job_stop`, `job_list`: background jobs of that shell.
     - `read_file` (numbered lines, by range or offset and limit),
-      `write_file`, `edit_file` (exact string replacement, refused when the
-      text is missing or not unique).
+      `write_file`, `edit_file` (string replacement, refused when the text
+      is missing or not unique, with whitespace fallbacks it names),
+      `undo_edit` (the last changes of a file, taken back byte for byte).
     - `list_files`, `glob`, `search`: listings and a content search through
       `stream_files` (ignore files respected, binary and hidden files
       skipped, as ripgrep does).
@@ -88,16 +101,40 @@ class Toolset:
     The persistent shell is opened on first use, one per executor the calls
     come with, and closed, with its jobs, by `aclose()` (or `async with`).
 
+    With `native`, the tools offered are those models were trained on
+    (`NATIVE_TOOLS`): `"anthropic"` gives `bash` and
+    `str_replace_based_edit_tool`, `"openai"` `shell`, `local_shell` and
+    `apply_patch`, `"swe-agent"` `str_replace_editor`; a list gives several
+    families. `include` may add standard tools whose names do not clash.
+    With a yield window, the job tools come too, to take the handles.
+
     Args:
         read_only: Offer only `READ_ONLY_TOOLS`.
-        include: Offer only these tools (names from `TOOL_NAMES`).
+        native: Offer the native tools of these families instead of the
+            standard set.
+        include: Offer only these tools (names from `TOOL_NAMES`, or with
+            `native`, from `NATIVE_TOOL_NAMES` too).
         exclude: Leave these tools out.
         timeout: Seconds a command may run when the model gives no timeout.
         max_timeout: The longest timeout a model may ask for.
         budget: Characters of output a tool hands the model (`for_model`).
+        yield_after: Seconds after which a command of `run`, `shell`, `bash`
+            or `local_shell` still running comes back with its output so far
+            and a job id (`job_read`, `job_write`, `job_stop` take it) instead
+            of being waited for; `None` (the default) waits, to the timeout.
+            The model may give its own `yield_after` to `run` and `shell`.
+        idle_timeout: Seconds a command of `run` may print nothing before it
+            is killed; `None`: no idle timeout.
+        max_characters: The most characters the text editors' `view` shows
+            (declared natively as `max_characters`); the budget by default.
         extra: Tools of your own (any `Tool`, from `@tool` say) offered after
             the standard ones, through the same `call`, MCP server and
             adapters; `read_only` does not filter them.
+        environment: The agent-safe environment every command gets
+            (`executor._toolset.environment`: pagers off, editors that fail,
+            prompts that fail or read end of file): `True` (the default),
+            `False` for none, or a mapping that changes it per variable (a
+            value of your own; `None` leaves one to the executor).
 
     Raises:
         ValueError: A name in `include` or `exclude` is no tool of the set, a
@@ -109,29 +146,65 @@ class Toolset:
         self,
         *,
         read_only: bool = False,
+        native: str | Iterable[str] = (),
         include: Iterable[str] | None = None,
         exclude: Iterable[str] = (),
         timeout: float = 120.0,
         max_timeout: float = 3600.0,
         budget: int = DEFAULT_BUDGET,
+        yield_after: float | None = None,
+        idle_timeout: float | None = None,
+        max_characters: int | None = None,
         extra: Iterable[Tool] = (),
+        environment: EnvironmentSetting = True,
     ) -> None:
+        self._environment = check_environment(environment)
         if not timeout > 0 or not max_timeout >= timeout:
             raise ValueError(f"need 0 < timeout <= max_timeout, got {timeout!r}, {max_timeout!r}")
         if budget < 100:
             raise ValueError(f"budget must be at least 100 characters, got {budget!r}")
-        self._limits = Limits(float(timeout), float(max_timeout), budget)
+        for name, value in (("yield_after", yield_after), ("idle_timeout", idle_timeout)):
+            if value is not None and not 0 < value <= max_timeout:
+                raise ValueError(
+                    f"{name} must be more than 0 and at most max_timeout, got {value!r}"
+                )
+        if max_characters is not None and max_characters < 100:
+            raise ValueError(f"max_characters must be at least 100, got {max_characters!r}")
+        self._limits = Limits(
+            float(timeout),
+            float(max_timeout),
+            budget,
+            yield_after=yield_after,
+            idle_timeout=idle_timeout,
+        )
         self._hosts = Hosts()
+        self._yielded = Yielded(self._hosts.spawn)
+        self._history = EditHistory()
+        self._max_characters = max_characters
         self._stack: contextlib.AsyncExitStack | None = None
-        chosen = set(TOOL_NAMES if include is None else include)
-        unknown = (chosen | set(exclude)) - set(TOOL_NAMES)
+        families = (native,) if isinstance(native, str) else tuple(native)
+        for family in families:
+            if family not in NATIVE_TOOLS:
+                raise ValueError(
+                    f"no native tools {family!r}; the families are {list(NATIVE_TOOLS)}"
+                )
+        offered = [name for family in families for name in NATIVE_TOOLS[family]]
+        order = (*offered, *(name for name in TOOL_NAMES if name not in offered))
+        if include is not None:
+            chosen = set(include)
+        elif families:
+            chosen = set(offered) | (set(_JOB_TOOLS) if yield_after is not None else set())
+        else:
+            chosen = set(TOOL_NAMES)
+        known = set(TOOL_NAMES) | (set(NATIVE_TOOL_NAMES) if families else set())
+        unknown = (chosen | set(exclude)) - known
         if unknown:
-            raise ValueError(f"no such tools: {sorted(unknown)}; the tools are {list(TOOL_NAMES)}")
+            raise ValueError(f"no such tools: {sorted(unknown)}; the tools are {sorted(known)}")
         chosen -= set(exclude)
         if read_only:
             chosen &= READ_ONLY_TOOLS
-        built = self._build()
-        standard = tuple(built[name] for name in TOOL_NAMES if name in chosen)
+        built = self._build(native=bool(families))
+        standard = tuple(built[name] for name in dict.fromkeys(order) if name in chosen)
         extra = tuple(extra)
         for each in extra:
             if not isinstance(each, Tool):
@@ -201,7 +274,7 @@ class Toolset:
 
     def context(self, executor: ToolExecutor, *, on_output: Sink | None = None) -> ToolsetContext:
         """A `ToolsetContext` for calls through `executor`."""
-        return ToolsetContext(executor, on_output=on_output)
+        return ToolsetContext(executor, on_output=on_output, environment=self._environment)
 
     async def call(
         self, context: Any, name: str, arguments: str | Mapping[str, Any] | None
@@ -213,10 +286,13 @@ class Toolset:
                 f"there is no tool {name!r}; the tools are: {', '.join(self._by_name)}",
                 kind=ToolOutputKind.INVALID_ARGUMENTS,
             )
+        if isinstance(context, ToolsetContext) and context.environment is None:
+            context.environment = self._environment
         return await found.invoke(context, arguments)
 
     async def aclose(self) -> None:
-        """Close the persistent shells, ending their jobs. A second call does nothing."""
+        """Close the persistent shells, ending their jobs and yielded commands. Again: nothing."""
+        await self._yielded.aclose()
         await self._hosts.aclose()
 
     async def __aenter__(self) -> Toolset:
@@ -236,13 +312,22 @@ class Toolset:
             if stack is not None:
                 await stack.aclose()
 
-    def _build(self) -> dict[str, Tool]:
+    def _build(self, *, native: bool) -> dict[str, Tool]:
         """Every standard tool by name, each given the state it needs, not the toolset."""
+        commands = CommandTools(self._limits, self._hosts, self._yielded)
         built = [
             # The streaming tools' budget is the one at construction, as it always was.
             *streaming_tools(self.budget, self._hosts),
-            *command_tools(self._limits, self._hosts),
-            *file_tools(self._limits),
+            *command_tools(commands),
+            *file_tools(self._limits, self._history),
             *search_tools(self._limits),
         ]
-        return {t.name: t for t in built}
+        standard = {t.name: t for t in built}
+        if not native:
+            return standard
+        tools = NativeTools(
+            self._limits, commands, self._history, max_characters=self._max_characters
+        )
+        # A native tool of the same name as a standard one (OpenAI's `shell`) wins
+        # where the native families are asked for.
+        return {**standard, **native_tools(tools)}

@@ -10,8 +10,8 @@ agent's context hands the tool its executor: `DefaultContext.from_executor`.
 Each result's `kind` says which failure it was, for a framework to act on:
 `INVALID_ARGUMENTS` is the model's to fix and call again (pydantic-ai's
 `ModelRetry`), `FAILED` a command that ran and failed (`exit_code` is `None`
-here: a file read has no exit code), and `DENIED`, `TIMED_OUT` and
-`EXECUTOR_ERROR` the others.
+here: a file read has no exit code), `OUT_OF_MEMORY` one the kernel's OOM
+killer ended, and `DENIED`, `TIMED_OUT` and `EXECUTOR_ERROR` the others.
 """
 
 import json

@@ -9,7 +9,7 @@ own types, the command runs through the executor, and the `ToolOutput`'s kind
 decides what pydantic-ai sees. An `INVALID_ARGUMENTS` output raises
 `ModelRetry` (the model is asked to fix its arguments and call again, within
 the tool's `max_retries`); the other failures (`DENIED`, `TIMED_OUT`,
-`FAILED`, `EXECUTOR_ERROR`) raise `ToolFailed`, a failed tool result the model
+`OUT_OF_MEMORY`, `FAILED`, `EXECUTOR_ERROR`) raise `ToolFailed`, a failed tool result the model
 sees and works with, which spends no retry; a success returns the output's text.
 """
 

@@ -88,6 +88,12 @@ class CommandOutput:
             once, where the executor ran it in a cgroup with the memory
             controller (an unsandboxed `LocalExecutor` on a machine that
             delegates one, or as root); `None` where that is not measured.
+        oom_killed: Whether the kernel's OOM killer ended a process of the
+            command's tree while it ran (past its memory limit, or the
+            machine's): told by the command's own cgroup under an
+            unsandboxed `LocalExecutor`, and by the container's under a
+            `DockerExecutor` for a command that died of SIGKILL meanwhile.
+            `False` where no OOM kill was counted, or none can be.
 
     """
 
@@ -100,6 +106,8 @@ class CommandOutput:
     # A measurement of the run, not of what it printed: two outputs of the same
     # bytes and exit are equal whatever it was (a journal's replay has none).
     memory_peak: int | None = attrs.field(default=None, eq=False)
+    # Of the run too, as the exit's cause: the code and signal say how it ended.
+    oom_killed: bool = attrs.field(default=False, eq=False)
 
     @classmethod
     def empty(cls) -> CommandOutput:
@@ -334,6 +342,7 @@ class OutputBuffer:
         signal: int | None = None,
         duration: float,
         memory_peak: int | None = None,
+        oom_killed: bool = False,
     ) -> CommandOutput:
         """Freeze what was kept into a `CommandOutput`."""
         return CommandOutput(
@@ -344,4 +353,5 @@ class OutputBuffer:
             truncated=self.truncated,
             elided=self.elision(),
             memory_peak=memory_peak,
+            oom_killed=oom_killed,
         )

@@ -26,12 +26,32 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def memory_size(size: int) -> str:
+    """Bytes in binary units, as a person writes them: `256 MiB`, `1.5 GiB`, `512 bytes`."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{size} bytes"
+
+
+def out_of_memory(limit: int | None = None, peak: int | None = None) -> str:
+    """`out of memory`, with the limit and the peak where known: what an OOM kill says."""
+    known = [
+        *([f"the limit is {memory_size(limit)}"] if limit is not None else []),
+        *([f"peak {memory_size(peak)}"] if peak is not None else []),
+    ]
+    return "out of memory" + (f" ({'; '.join(known)})" if known else "")
+
+
 def status_line(output: CommandOutput) -> str | None:
     """How a command ended, in words: `None` for a file command (no exit code)."""
     if output.exit_code is None:
         return None
     if output.signal is not None:
-        return f"[killed by {signal_name(output.signal)}, exit code {output.exit_code}]"
+        cause = ": out of memory" if output.oom_killed else ""
+        return f"[killed by {signal_name(output.signal)}{cause}, exit code {output.exit_code}]"
+    if output.oom_killed:
+        return f"[exit code {output.exit_code}; a process of it was killed: out of memory]"
     return f"[exit code {output.exit_code}]"
 
 

@@ -83,9 +83,21 @@ _KEEPALIVE = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
 # (SIGINT, SIGPIPE, or a /bin/sh such as bash, which does not announce the
 # child of a substitution), only the exit code is reported: no signal is
 # claimed that the backend did not see.
+#
+# The container's memory cgroup counts its OOM kills (`oom_kill`: v2
+# `memory.events`, else v1 `memory.oom_control`, read with builtins alone);
+# a count that rose while the command ran adds ` oom` to the marker.
 _WRAPPER: Final = """n=$1 d=$2
 shift 2
 trap : HUP INT QUIT TERM
+o() {
+    m=
+    for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
+        [ -r "$f" ] || continue
+        while read -r a b; do [ "$a" = oom_kill ] && m=$b; done < "$f"
+        return 0
+    done
+}
 printf '%s\\n' "$$" >&2
 if ! cd -- "$d" 2>/dev/null; then
     printf 'cannot run in %s: No such file or directory\\n' "$d" >&2
@@ -93,6 +105,7 @@ if ! cd -- "$d" 2>/dev/null; then
     printf '\\000%s 1\\n' "$n" >&2
     exit 1
 fi
+o; m0=$m
 { s=$(
     exec 2>&1
     trap : HUP INT QUIT TERM
@@ -103,6 +116,8 @@ c=$?
 case $s in *' '[0-9]*) c=${s##* } ;; esac
 k=
 [ -n "${s% *}" ] && [ "$c" -gt 128 ] && k=" $((c - 128))"
+o
+[ -n "$m0" ] && [ -n "$m" ] && [ "$m" != "$m0" ] && k="$k oom"
 [ -t 2 ] || printf '\\000%s %s%s\\n' "$n" "$c" "$k"
 printf '\\000%s %s%s\\n' "$n" "$c" "$k" >&2
 exit $c
@@ -170,6 +185,10 @@ class DockerExecutor(CommandRunner):
     the helper always (it sees the wait status), as an engine exec when the
     image's `/bin/sh` announces the death (busybox ash and dash do, for all
     but SIGINT and SIGPIPE); an exit with 128 + N is never taken for one.
+    A command that dies of SIGKILL (exit code 137) while the container's
+    memory cgroup counts an OOM kill raises `OutOfMemory` (its output's
+    `oom_killed` set): the count is the container's, so a command that
+    failed otherwise while another was OOM-killed is not taken for one.
 
     Files go through the archive endpoints, never a shell: exact bytes,
     parents created, an existing file's mode kept, and the new content
@@ -606,6 +625,9 @@ class DockerExecutor(CommandRunner):
                     raise
                 return None
         return self._channel
+
+    def _memory_limit(self) -> int | None:
+        return self.memory
 
     async def _process(
         self, cmd: Command, argv: tuple[str, ...], stdin: bytes | None, sink: Sink | None

@@ -34,6 +34,8 @@ START, STDIN, EOF, KILL, SIGNAL, RELEASE = 1, 2, 3, 4, 5, 6
 STARTED, OUT, ERR, EXIT, FAILED, KILLED, READY, CLOSED = 10, 11, 12, 13, 14, 15, 16, 17
 HEADER = struct.Struct(">BII")
 BLOCK = 65536
+# Where the container's memory cgroup counts its OOM kills: v2, else v1.
+OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 
 def send(kind: int, ident: int, payload: bytes = b"") -> None:
@@ -80,6 +82,22 @@ def signal_tree(group: int, mark: str, number: int) -> bool:
     return left
 
 
+def oom_count() -> int | None:
+    """The container's count of OOM kills (`oom_kill`), or `None` where its cgroup has none."""
+    for path in OOM_FILES:
+        try:
+            with open(path, "rb") as f:
+                text = f.read()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(b" ")
+            if key == b"oom_kill" and value.strip().isdigit():
+                return int(value)
+        return None
+    return None
+
+
 def _ignore(number: int, frame: Any) -> None:
     """A SIGCHLD handler that does nothing: the wakeup fd is what wakes the loop."""
 
@@ -87,8 +105,12 @@ def _ignore(number: int, frame: Any) -> None:
 class Command:
     """One started process and its pipes."""
 
-    def __init__(self, ident: int, process: subprocess.Popen[bytes], mark: str) -> None:
+    def __init__(
+        self, ident: int, process: subprocess.Popen[bytes], mark: str, oom: int | None
+    ) -> None:
         self.ident = ident
+        # The container's OOM kills when it started.
+        self.oom = oom
         self.process = process
         self.mark = mark
         self.pid = process.pid
@@ -205,6 +227,7 @@ class Helper:
         if not os.path.isdir(cwd):
             self.failed(ident, 1, f"cannot run in {cwd}: No such file or directory")
             return
+        oom = oom_count()
         try:
             process = subprocess.Popen(
                 argv,
@@ -223,7 +246,7 @@ class Helper:
         except OSError as error:
             self.failed(ident, 126, f"{argv[0]}: {error.strerror or error}")
             return
-        command = Command(ident, process, request["mark"])
+        command = Command(ident, process, request["mark"], oom)
         self.commands[ident] = command
         for fd in command.streams:
             self.selector.register(fd, selectors.EVENT_READ, command)
@@ -306,6 +329,9 @@ class Helper:
             # A signal's death is told apart from an exit with the same code:
             # `CODE SIGNAL` then, as the wait status says.
             status = f"{128 - code} {-code}" if code < 0 else str(code)
+            # ` oom`: the container counted an OOM kill while it ran.
+            if command.oom is not None and (oom_count() or 0) > command.oom:
+                status += " oom"
             send(EXIT, command.ident, status.encode())
             if command.released and command.kill_at is None:
                 del self.commands[command.ident]

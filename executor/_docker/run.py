@@ -43,6 +43,8 @@ _STDOUT_MARKER_WAIT: Final = 5.0
 _EXEC_END_WAIT: Final = 5.0
 # Seconds a kill through the helper may take beyond its grace.
 _KILL_WAIT: Final = 10.0
+# The signal the OOM killer sends (its number on Linux, where containers run).
+_SIGKILL: Final = 9
 
 KillTree = Callable[[float], Awaitable[None]]
 """Kills a command's tree in the container, with the grace given."""
@@ -58,6 +60,23 @@ def signal_of(code: int) -> int | None:
     """The signal N of an exit status 128 + N, as the engine reports a death by signal."""
     number = code - 128
     return number if 0 < number < 65 else None
+
+
+def reported_exit(report: bytes) -> Exit:
+    """The exit the helper or the wrapper reports: `CODE`, then ` SIGNAL` and ` oom` if so.
+
+    ` oom` says the container's memory cgroup counted an OOM kill while the
+    command ran. The count is the container's, shared by every command in
+    it: only a command that died of SIGKILL meanwhile (exit code 137) is
+    taken for the one killed, not one that failed otherwise.
+    """
+    fields = report.split()
+    oom = b"oom" in fields
+    numbers = [field for field in fields if field != b"oom"]
+    code = int(numbers[0]) if numbers and numbers[0].isdigit() else 1
+    signal = int(numbers[1]) if len(numbers) > 1 and numbers[1].isdigit() else None
+    killed = signal == _SIGKILL or code == 128 + _SIGKILL
+    return Exit(code, signal, oom_killed=oom and killed)
 
 
 class HelperRun(Run, Arrivals):
@@ -98,10 +117,8 @@ class HelperRun(Run, Arrivals):
             elif kind == _channel.ERR:
                 self._chunks.append(Stderr(payload))
             elif kind == _channel.EXIT:
-                # `CODE`, or `CODE SIGNAL` for a process a signal killed.
-                fields = payload.split()
-                signal = int(fields[1]) if len(fields) > 1 else None
-                self._exit = Exit(int(fields[0]), signal)
+                # `CODE`, or `CODE SIGNAL` for a process a signal killed (and ` oom`).
+                self._exit = reported_exit(payload)
                 self._exited.set()
             elif kind == _channel.CLOSED:
                 self._closed = True
@@ -304,12 +321,8 @@ class ExecRun(Run, Arrivals):
             if kind == 1:
                 self._stdout_marked.set()
             if kind == self._control:
-                # `CODE`, or `CODE SIGNAL` (see `_WRAPPER`).
-                fields = code.split()
-                self._marked = Exit(
-                    int(fields[0]) if fields and fields[0].isdigit() else 1,
-                    int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None,
-                )
+                # `CODE`, or `CODE SIGNAL`, and ` oom` (see `_WRAPPER`).
+                self._marked = reported_exit(code)
                 self._over.set()
             self._keep(kind, after)
             return

@@ -20,6 +20,7 @@ from executor._core.errors import (
     ExecutorError,
     JournalError,
     NonZeroExit,
+    OutOfMemory,
     PolicyDenied,
     TimedOut,
     ToolCancelled,
@@ -31,6 +32,7 @@ from executor._core.output import Chunk, CommandOutput, Elision, Stderr, Stdout
 # not know is stored as the nearest of these, most specific first.
 _ERROR_KINDS: tuple[tuple[str, type[CommandError]], ...] = (
     ("TimedOut", TimedOut),
+    ("OutOfMemory", OutOfMemory),
     ("NonZeroExit", NonZeroExit),
     ("JournalError", JournalError),
     ("PolicyDenied", PolicyDenied),
@@ -159,6 +161,9 @@ class Outcome:
         output = self.output if self.output is not None else CommandOutput.empty()
         if self.kind == "TimedOut":
             return TimedOut(self.timeout if self.timeout is not None else math.nan, output)
+        if self.kind == "OutOfMemory" and not output.oom_killed:
+            # The store keeps no flag of its own: the kind says it.
+            output = attrs.evolve(output, oom_killed=True)
         cls = _REPLAYED.get(self.kind, CommandError)
         return cls(self.message or f"the run failed ({self.kind})", output)
 

@@ -174,7 +174,9 @@ class LocalExecutor(CommandRunner):
     made a subreaper. Where it may make cgroups (cgroup v2 delegated, or
     root; see `Sandbox.probe()`), each command gets one: its tree is read
     from it and ended with `cgroup.kill`, `memory=` and `pids=` are enforced,
-    and `CommandOutput.memory_peak` says what it used.
+    `CommandOutput.memory_peak` says what it used, and a command the OOM
+    killer ended (it, or a process of its tree) raises `OutOfMemory` (its
+    output's `oom_killed` set), whose message says so.
 
     Raises:
         ExecutorError: The sandbox asked for cannot be given on this machine,
@@ -463,6 +465,9 @@ class LocalExecutor(CommandRunner):
     def _killed_by_close(self, output: CommandOutput) -> bool:
         # A local process killed by aclose() dies of a signal, which is reported.
         return output.signal is not None
+
+    def _memory_limit(self) -> int | None:
+        return self.memory
 
     async def _spawn(
         self,

@@ -181,6 +181,8 @@ class Supervised:
     pid: int
     returncode: int | None = None
     memory_peak: int | None = None
+    # Whether its cgroup counted an OOM kill between its start and the leader's end.
+    oom_killed: bool = False
     # Whether its shim's deadline (the command's timeout) passed before the leader's end.
     timed_out: bool = False
     # Whether its start failed (reported after a `wait=False` spawn returned).
@@ -968,10 +970,11 @@ async def _wait_supervised(spawned: Spawned, control: int) -> int:
             continue
         except OSError:
             data = b""
-        if data[:1] == b"S" and len(data) >= 18:
-            fields: tuple[int, int, bool, int] = struct.unpack("=iq?i", data[1:18])
-            status, peak, process.timed_out, process.pid = fields
+        if data[:1] == b"S" and len(data) >= 22:
+            fields: tuple[int, int, bool, int, int] = struct.unpack("=iq?ii", data[1:22])
+            status, peak, process.timed_out, process.pid, kills = fields
             process.memory_peak = peak if peak >= 0 else None
+            process.oom_killed = kills > 0
             break
         if data[:1] == b"E" and not process.pid:
             # Started with `wait=False`: the shim reports only a start that failed.
@@ -1173,7 +1176,13 @@ class LocalRun(Run):
         if isinstance(process, Supervised):
             # A shim keeps the timeout too, and may have ended the leader
             # (SIGTERM, at the deadline) before the caller's timer woke.
-            return Exit(code, signal, process.memory_peak, timed_out=process.timed_out)
+            return Exit(
+                code,
+                signal,
+                process.memory_peak,
+                timed_out=process.timed_out,
+                oom_killed=process.oom_killed,
+            )
         return Exit(code, signal)
 
     async def write(self, data: bytes) -> None:

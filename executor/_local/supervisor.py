@@ -15,7 +15,8 @@ until it is reaped: nothing can leave the tree. The shim spawns the command
 (in a session of its own, in its cgroup when there is one),
 tells the executor its pid on the command's control socket (unless the
 request says not to), reports the leader's wait status there when it
-exits (with its pid), and closes the write end of the
+exits (with its pid, and its cgroup's memory peak and count of OOM kills
+since it started), and closes the write end of the
 command's `gone` pipe (the executor's, sent with the request) once the
 whole tree is gone (the pipe also closes if the shim dies). Then it tidies
 up (the command's cgroups removed, the next command's made and joined) and
@@ -285,6 +286,11 @@ class _Cgroups:
         self.shared = shared
         self.memory: str | None = None
         self.memory_fd = -1
+        # The memory folder's count of OOM kills (v2 `memory.events`, v1
+        # `memory.oom_control`), and what it was when its command started.
+        self.events: str | None = None
+        self.events_fd = -1
+        self.oom_baseline = 0
         # A v1 memory folder's: its usage file, and what it held when its
         # command started (the peak is reported above it).
         self.usage: str | None = None
@@ -313,6 +319,7 @@ class _Cgroups:
                 memory = None
             if "memory" in v2_controllers:
                 self.memory = os.path.join(self.v2, "memory.peak")
+                self.events = os.path.join(self.v2, "memory.events")
             if pids is not None and "pids" in v2_controllers:
                 self.pids_max = os.path.join(self.v2, "pids.max")
                 _write(self.pids_max, str(pids + 1))
@@ -331,6 +338,7 @@ class _Cgroups:
             if self.memory is None:
                 self.memory = os.path.join(folder, "memory.max_usage_in_bytes")
                 self.usage = os.path.join(folder, "memory.usage_in_bytes")
+                self.events = os.path.join(folder, "memory.oom_control")
         # A v1 pids cgroup serves only its limit (the tree is v2's, or the
         # children lists'), so without one the command is spared its mkdir,
         # migration and rmdir, a third of a command's cgroup cost here.
@@ -346,6 +354,10 @@ class _Cgroups:
         if self.memory is not None:
             with contextlib.suppress(OSError):
                 self.memory_fd = os.open(self.memory, os.O_RDONLY | os.O_CLOEXEC)
+        if self.events is not None:
+            with contextlib.suppress(OSError):
+                self.events_fd = os.open(self.events, os.O_RDONLY | os.O_CLOEXEC)
+            self.oom_baseline = max(self._oom_count(), 0)
 
     def join(self) -> None:
         if self.shared is not None:
@@ -398,6 +410,25 @@ class _Cgroups:
         except (OSError, ValueError):
             return -1
 
+    def _oom_count(self) -> int:
+        """The memory folder's `oom_kill` count, read through its descriptor; -1 if unknown."""
+        if self.events_fd < 0:
+            return -1
+        try:
+            text = os.pread(self.events_fd, 4096, 0)
+        except OSError:
+            return -1
+        for line in text.splitlines():
+            key, _, value = line.partition(b" ")
+            if key == b"oom_kill" and value.strip().isdigit():
+                return int(value)
+        return -1
+
+    def oom_kills(self) -> int:
+        """How many processes the OOM killer ended since the command started; -1 if unknown."""
+        count = self._oom_count()
+        return count - self.oom_baseline if count >= 0 else -1
+
     def renew(self) -> bool:
         """Ready these cgroups for the next command, where they can serve it; whether they do.
 
@@ -421,6 +452,8 @@ class _Cgroups:
             if left > _REUSE_LEFT:
                 return False
             self.baseline = left
+            # The count goes on across commands: the next one's kills are above it.
+            self.oom_baseline = max(self._oom_count(), 0)
         if not self.inside:
             try:
                 self.join()
@@ -435,6 +468,9 @@ class _Cgroups:
         if self.memory_fd >= 0:
             os.close(self.memory_fd)
             self.memory_fd = -1
+        if self.events_fd >= 0:
+            os.close(self.events_fd)
+            self.events_fd = -1
         for folder in reversed(self.folders):
             # A v1 memory cgroup may hold page cache charges a moment longer.
             for _ in range(50):
@@ -777,11 +813,12 @@ class _Shim:
             if pid == self.leader and self.status is None:
                 self.status = status
                 peak = -1 if self.cgroups is None else self.cgroups.peak()
+                kills = -1 if self.cgroups is None else self.cgroups.oom_kills()
                 self.term_at = None  # a leader that exited in time is not timed out
                 if self.ctl is not None:
                     with contextlib.suppress(OSError):
                         self.ctl.send(
-                            b"S" + struct.pack("=iq?i", status, peak, self.timed_out, pid)
+                            b"S" + struct.pack("=iq?ii", status, peak, self.timed_out, pid, kills)
                         )
                 reported = True
 

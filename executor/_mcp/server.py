@@ -9,9 +9,10 @@ It is built on the SDK's low-level `Server`, not its high-level one, because
 the high-level one turns a failed tool into a bare "Error executing tool
 ..." text. Here every call's result carries, besides the text the model
 reads, `structuredContent` with the outcome's `kind` (`ok`, `failed`,
-`timed_out`, `denied`, `invalid_arguments`, `executor_error`), and for a
-command its `exit_code`, `signal`, `stdout`, `stderr` and `duration`;
-`isError` is set for every failure.
+`timed_out`, `out_of_memory`, `denied`, `invalid_arguments`,
+`executor_error`), and for a command its `exit_code`, `signal`,
+`oom_killed`, `stdout`, `stderr` and `duration`; `isError` is set for every
+failure.
 
 - Output streams to the client as progress notifications while a command
   runs (when the call carries a progress token): each notification's
@@ -162,6 +163,10 @@ def output_schema(name: str) -> dict[str, Any]:
             "is_error": {"type": "boolean"},
             "exit_code": {**maybe_int, "description": "The last command's exit code"},
             "signal": {**maybe_int, "description": "The signal that killed the last command"},
+            "oom_killed": {
+                "type": "boolean",
+                "description": "Whether the OOM killer ended a process of the last command",
+            },
             "stdout": {"type": "string", "description": "The last command's stdout, cut"},
             "stderr": {"type": "string", "description": "The last command's stderr, cut"},
             "duration": {"type": "number", "minimum": 0, "description": "Seconds it ran"},
@@ -227,8 +232,8 @@ def tool_result(
 
     `structuredContent` holds `tool`, `kind` (a `ToolOutputKind` value),
     `is_error` and `exit_code`; when the call ran a process command also its
-    `signal`, `stdout`, `stderr` (each cut to 16,000 characters as
-    `for_model` cuts), `duration` and `truncated`.
+    `signal`, `oom_killed`, `stdout`, `stderr` (each cut to 16,000
+    characters as `for_model` cuts), `duration` and `truncated`.
     """
     from mcp_types import CallToolResult, TextContent
 
@@ -242,6 +247,7 @@ def tool_result(
         structured.update(
             exit_code=last.exit_code,
             signal=last.signal,
+            oom_killed=last.oom_killed,
             stdout=_cut_text(last.stdout),
             stderr=_cut_text(last.stderr),
             duration=round(last.duration, 6),

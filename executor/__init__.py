@@ -274,7 +274,9 @@ if TYPE_CHECKING:
         tool as tool,
     )
     from executor._toolset.context import ToolsetContext as ToolsetContext
+    from executor._toolset.native import NATIVE_TOOLS as NATIVE_TOOLS
     from executor._toolset.toolset import (
+        NATIVE_TOOL_NAMES as NATIVE_TOOL_NAMES,
         READ_ONLY_TOOLS as READ_ONLY_TOOLS,
         TOOL_NAMES as TOOL_NAMES,
         Toolset as Toolset,
@@ -397,6 +399,8 @@ _HOME_OF: dict[str, str] = {
     "RayPool": "executor._ray.executor",
     "RaySession": "executor._ray.executor",
     "READ_ONLY_TOOLS": "executor._toolset.toolset",
+    "NATIVE_TOOLS": "executor._toolset.native",
+    "NATIVE_TOOL_NAMES": "executor._toolset.toolset",
     "ReadFile": "executor._core.commands",
     "ReadOnly": "executor._wrappers.read_only",
     "Resize": "executor._core.stdin",
@@ -473,6 +477,8 @@ _HOME_OF: dict[str, str] = {
 __all__ = [
     "DEFAULT_OUTPUT_LIMIT",
     "DEFAULT_STREAM_OUTPUT_LIMIT",
+    "NATIVE_TOOLS",
+    "NATIVE_TOOL_NAMES",
     "READ_ONLY_TOOLS",
     "TOOL_NAMES",
     "AgentContext",

@@ -334,9 +334,9 @@ class Tool:
         that, unless `native=False`. `"openai"` (Chat Completions) and
         `"openai-responses"` write strict mode where the parameters have a
         strict form: every property required, an optional one nullable,
-        `null` standing for its default (which `invoke` honours). `"anthropic"` gives `input_schema`, `"mcp"`
-        `inputSchema`, `"gemini"` a function declaration in Gemini's OpenAPI
-        subset. See `spec_in_shape` for `strict`.
+        `null` standing for its default (which `invoke` honours).
+        `"anthropic"` gives `input_schema`, `"mcp"` `inputSchema`, `"gemini"`
+        a function declaration in Gemini's OpenAPI subset. See `spec_in_shape` for `strict`.
 
         Raises:
             ValueError: An unknown shape.

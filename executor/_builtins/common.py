@@ -13,6 +13,13 @@ from executor._tools.tools import AgentContext
 def executor_of(context: AgentContext | ToolExecutor) -> ToolExecutor:
     """The executor a built-in tool runs its processes through.
 
+    Used standalone, a built-in tool runs its commands in that executor's
+    environment as it is. Built on a toolset's context
+    (`TerminalTool(toolset.context(ex))`), as the toolset itself builds
+    them, it gets the context's executor in the agent-safe environment
+    (`executor._toolset.environment`): pagers off, editors that fail,
+    prompts that fail or read end of file.
+
     Args:
         context: An agent context (`DefaultContext.from_executor(ex)`), or
             the executor itself.
@@ -33,6 +40,27 @@ def executor_of(context: AgentContext | ToolExecutor) -> ToolExecutor:
         "a built-in tool needs an agent context (DefaultContext.from_executor(ex)) or a "
         f"ToolExecutor, got {type(context).__name__}"
     )
+
+
+def is_unattended(executor: ToolExecutor) -> bool:
+    """Whether nobody types into the terminals of `executor`'s commands.
+
+    An executor says so with a true `unattended` attribute, itself or one it
+    wraps (`inner`, down the chain): the agent-safe environment of a
+    toolset's context (`AgentEnvironment`) does, since a model calling the
+    toolset's tools has no keyboard.
+    """
+    seen: set[int] = set()
+    current: object = executor
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if getattr(current, "unattended", False) is True:
+            return True
+        try:
+            current = getattr(current, "inner", None)
+        except Exception:  # a wrapper whose executor is gone
+            return False
+    return False
 
 
 def check_timeout_secs(timeout: object) -> None:

@@ -16,22 +16,70 @@ locally, in an OS sandbox, in a container, on an SSH host. With a pty (the
 default) the command has a terminal: prompts, `tty`, `stty size`, Ctrl-C as
 `Text("\x03")` or `Signal(UnixSignal.SIGINT)`, and `Resize(cols, rows)`; all
 its output then arrives as `stdout`.
+
+Unattended: through the toolset (and the MCP server) nobody can type into
+the terminal: the model gets the output when the command ends, and has no
+keys to press meanwhile. The toolset's executor says so (`unattended`, see
+`executor._toolset.environment`; `TerminalTool(..., unattended=True)` says
+it by hand), and the terminal then does what such a person's absence calls
+for, so that a command waiting for keys returns within seconds:
+
+- Its input reads end of file. Without a pty the input is closed at the
+  start. On a pty Ctrl-D is typed at the start, and typed again whenever the
+  command printed a line it did not end (a prompt: `Password: `, `>>> `,
+  `Continue? [y/N] `) and then printed nothing for `quiet_secs` (2 s): a
+  `read`, an `input()`, a REPL, a password or host-key question read end of
+  file, as under `run` and `shell`. A program that switched the terminal to
+  raw mode may have read the first Ctrl-D as a key; the second reaches it at
+  its prompt.
+- A full-screen program (one that turned on the alternate screen or the
+  keypad mode, as less, vi, man's pager and top do) that prints nothing for
+  `quiet_secs` is waiting for keys that never come: the terminal hangs up on
+  it (SIGHUP to the command's process group, as closing a terminal does),
+  and kills its tree if it is still there `quiet_secs` later. The result's
+  `note` says so. The agent-safe environment keeps most of them away (git's,
+  man's and the other pagers are off; editors fail at once), so this is for
+  `less FILE`, `vi FILE`, `top` and the like, asked for by name.
+
+A command that prints nothing for a while without waiting on the terminal
+(a build, `sleep`) is left alone: at most a Ctrl-D waits in its terminal's
+input for whoever reads it. Standalone (`TerminalTool(ex)`), the terminal is
+attended: its input stays open for `send_stdin` until `close_stdin` or
+`finalize`, and its command runs in the executor's environment as it is;
+build it on a toolset's context (`TerminalTool(toolset.context(ex))`) for
+the toolset's environment and behaviour.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import re
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Literal, Self
+from typing import Final, Literal, Self
 
-from executor._builtins.common import StreamDecoder, check_timeout_secs, executor_of
+import anyio
+import anyio.abc
+
+from executor._builtins.common import (
+    StreamDecoder,
+    check_timeout_secs,
+    executor_of,
+    is_unattended,
+)
 from executor._core.base import ToolExecutor
 from executor._core.commands import Command
-from executor._core.errors import InvalidArgument, NonZeroExit, ShellParseError, TimedOut
+from executor._core.errors import (
+    ExecutorError,
+    InvalidArgument,
+    NonZeroExit,
+    ShellParseError,
+    TimedOut,
+)
 from executor._core.output import CommandOutput, Stderr
 from executor._core.session import ProcessSession
-from executor._core.stdin import StdinEvent
+from executor._core.stdin import Bytes, Signal, StdinEvent, UnixSignal
 from executor._policies.rules import DangerousCommands
 from executor._shell.parser import parse_script
 from executor._tools.handle import StreamingToolHandle
@@ -108,6 +156,8 @@ class TerminalResult:
         truncated: Whether the output the executor kept was cut (its output
             limit); the chunks themselves were all delivered.
         timed_out: Whether it ran past its timeout and was killed.
+        note: What an unattended terminal did on its own, if anything: it
+            hung up on a program that waited for keys nobody could press.
     """
 
     exit_code: int | None
@@ -115,6 +165,7 @@ class TerminalResult:
     duration: float
     truncated: bool
     timed_out: bool = False
+    note: str | None = None
 
 
 # Words that start a line but are no program `exec` could run.
@@ -150,14 +201,35 @@ def _single_program(script: str) -> bool:
     )
 
 
-def _result(output: CommandOutput, *, timed_out: bool = False) -> TerminalResult:
+def _result(
+    output: CommandOutput, *, timed_out: bool = False, note: str | None = None
+) -> TerminalResult:
     return TerminalResult(
         exit_code=output.exit_code,
         signal=output.signal,
         duration=output.duration,
         truncated=output.truncated,
         timed_out=timed_out,
+        note=note,
     )
+
+
+QUIET_SECS: Final = 2.0
+"""Seconds an unattended terminal's command may wait quietly before the terminal acts."""
+
+# A terminal's end-of-file character (VEOF, Ctrl-D).
+_EOF: Final = b"\x04"
+
+# The escape sequences that turn a full-screen program's modes on (h, =) or
+# off (l, >): the alternate screen (1049, 1047, 47), the cursor keys'
+# application mode (1) and the keypad's (=, >), which less sends even with -X.
+_SCREEN_MODES: Final = re.compile(r"\x1b\[\?(?:1049|1047|47|1)([hl])|\x1b([=>])")
+
+_HUNG_UP: Final = (
+    "nobody can type into this terminal, and the command waited for keys in a full-screen "
+    "program (a pager, an editor): the terminal hung up on it. Run it without one: cat, head "
+    "or sed -n to read a file, git --no-pager, sed -i or a script to edit one."
+)
 
 
 class TerminalHandle:
@@ -167,16 +239,47 @@ class TerminalHandle:
     handle; stdin events go to it as they are. `finalize()` returns a
     `TerminalResult` for any way the command ended (a non-zero exit, a
     signal, a timeout) instead of raising: how it ended is the result.
+    `unattended`: nobody types, so the command's input reads end of file and
+    a full-screen program waiting for keys is hung up on (see the module).
     """
 
-    def __init__(self, session: ProcessSession) -> None:
+    def __init__(
+        self, session: ProcessSession, *, unattended: bool = False, quiet: float = QUIET_SECS
+    ) -> None:
         """Wrap `session`, not yet entered."""
         self.session = session
+        self.unattended = unattended
+        self._quiet = quiet
         self._decoders = {"stdout": StreamDecoder(), "stderr": StreamDecoder()}
         self._flushed = False
+        # What an unattended terminal watches: since when the reader has waited
+        # for output, the full-screen mode the output left on, the output's
+        # last characters (a mode's sequence may be split across reads), and
+        # whether its last line is open (a prompt) and not answered yet.
+        self._waiting_since: float | None = None
+        self._full_screen = False
+        self._tail = ""
+        self._prompt = False
+        self._hung_up = False
+        self._note: str | None = None
+        self._attending: anyio.abc.TaskGroup | None = None
+        self._stack = contextlib.AsyncExitStack()
 
     async def __aenter__(self) -> Self:
         await self.session.__aenter__()
+        if not self.unattended:
+            return self
+        try:
+            if self.session.pty:
+                await self._type(Bytes(_EOF))
+                self._attending = await self._stack.enter_async_context(anyio.create_task_group())
+                self._attending.start_soon(self._attend)
+            else:
+                with contextlib.suppress(ExecutorError):
+                    await self.session.close_stdin()
+        except BaseException as error:
+            await self.__aexit__(type(error), error, error.__traceback__)
+            raise
         return self
 
     async def __aexit__(
@@ -185,12 +288,66 @@ class TerminalHandle:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
+        if self._attending is not None:
+            self._attending.cancel_scope.cancel()
+            self._attending = None
+        try:
+            await self._stack.aclose()
+        except BaseException:
+            await self.session.__aexit__(exc_type, exc, tb)
+            raise
         return await self.session.__aexit__(exc_type, exc, tb)
+
+    async def _type(self, event: StdinEvent) -> None:
+        """Send `event` to the command; nothing if its input is closed or it has ended."""
+        with contextlib.suppress(ExecutorError):
+            await self.session.send_stdin(event)
+
+    def _saw(self, text: str) -> None:
+        """Take in a piece of an unattended command's output."""
+        seen = self._tail + text
+        for mode in _SCREEN_MODES.finditer(seen):
+            self._full_screen = mode.group(1) == "h" or mode.group(2) == "="
+        self._tail = seen[-8:]
+        self._prompt = not text.endswith("\n")
+
+    async def _attend(self) -> None:
+        """Stand in for the person who is not there, while the command runs.
+
+        Each time the reader has waited `quiet` seconds for output: a
+        full-screen program is hung up on (SIGHUP), the next time its tree is
+        killed; else an open line (a prompt) gets Ctrl-D, once per prompt.
+        """
+        while True:
+            since = self._waiting_since
+            now = anyio.current_time()
+            if since is None:
+                await anyio.sleep(self._quiet / 8)
+                continue
+            if now - since < self._quiet:
+                await anyio.sleep(since + self._quiet - now)
+                continue
+            # Quiet for long enough: the next step, if it comes to that, as long after.
+            self._waiting_since = now
+            if self._full_screen and not self._hung_up:
+                self._hung_up = True
+                self._note = _HUNG_UP
+                await self._type(Signal(UnixSignal.SIGHUP))
+            elif self._full_screen:
+                self.session.cancel()
+                return
+            elif self._prompt:
+                self._prompt = False
+                await self._type(Bytes(_EOF))
 
     async def next_chunk(self) -> TerminalChunk | None:
         """The next piece of output as text; `None` once the output has ended."""
         while True:
-            item = await self.session.next_chunk()
+            self._waiting_since = anyio.current_time()
+            try:
+                item = await self.session.next_chunk()
+            finally:
+                self._waiting_since = None
             if item is None:
                 return self._flush()
             stream: Literal["stdout", "stderr"] = (
@@ -198,6 +355,8 @@ class TerminalHandle:
             )
             text = self._decoders[stream].decode(item.chunk.data)
             if text:
+                if self.unattended:
+                    self._saw(text)
                 return TerminalChunk(stream=stream, text=text)
 
     def _flush(self) -> TerminalChunk | None:
@@ -227,17 +386,19 @@ class TerminalHandle:
         try:
             output = await self.session.finalize()
         except TimedOut as error:
-            return _result(error.output, timed_out=True)
+            return _result(error.output, timed_out=True, note=self._note)
         except NonZeroExit as error:
-            return _result(error.output)
-        return _result(output)
+            return _result(error.output, note=self._note)
+        return _result(output, note=self._note)
 
 
 class TerminalTool(StreamingTool[TerminalInput, TerminalChunk, TerminalResult]):
     """Runs a shell command on a terminal and streams its output; takes stdin, signals, resizes.
 
     The command is checked for dangerous patterns (fork bombs, `rm -rf /`,
-    pipes into a shell, ...) before it starts.
+    pipes into a shell, ...) before it starts. Through the toolset nobody
+    types into the terminal: its command reads end of file, and a full-screen
+    program left waiting for keys is hung up on (see the module).
     """
 
     name = "terminal"
@@ -250,21 +411,33 @@ class TerminalTool(StreamingTool[TerminalInput, TerminalChunk, TerminalResult]):
         *,
         allow: Iterable[str] = (),
         allow_interpreters: bool = True,
+        unattended: bool | None = None,
+        quiet_secs: float = QUIET_SECS,
     ) -> None:
         """A terminal whose commands run through the context's executor.
 
         Args:
-            context: The agent context (`DefaultContext.from_executor(ex)`)
-                or the executor itself.
+            context: The agent context (`DefaultContext.from_executor(ex)`,
+                or a toolset's, `toolset.context(ex)`) or the executor itself.
             allow: `DangerousCommands` rules to leave out, e.g. `("kill-all",)`.
             allow_interpreters: Whether programs the rules cannot read
                 (`python3 -c ...`, scripts) pass; see `DangerousCommands`.
+            unattended: Whether nobody types into the terminal (see the
+                module); `None`: as the executor says (a toolset's context's
+                does).
+            quiet_secs: Seconds an unattended command may wait quietly
+                before the terminal acts.
 
         Raises:
             TypeError: `context` is neither an agent context nor an executor.
-            ValueError: `allow` names a rule that does not exist.
+            ValueError: `allow` names a rule that does not exist, or `quiet_secs`
+                is not positive.
         """
+        if not quiet_secs > 0:
+            raise ValueError(f"quiet_secs must be a positive number, got {quiet_secs!r}")
         self.executor = executor_of(context)
+        self.unattended = is_unattended(self.executor) if unattended is None else unattended
+        self.quiet_secs = float(quiet_secs)
         self._rules = DangerousCommands(
             self.executor, allow=allow, allow_interpreters=allow_interpreters
         )
@@ -305,7 +478,7 @@ class TerminalTool(StreamingTool[TerminalInput, TerminalChunk, TerminalResult]):
         await self._rules.check(Command.shell(input.command).with_current_dir(input.cwd))
         cmd = self.command(input)
         session = await self.executor.start(cmd, pty=input.pty)
-        return TerminalHandle(session)
+        return TerminalHandle(session, unattended=self.unattended, quiet=self.quiet_secs)
 
     def render(self, value: object) -> str:
         """A chunk is its text; the result as JSON."""

@@ -32,7 +32,9 @@ list_files, glob, search, terminal, log_tailer, code_interpreter) over MCP.
 Every command runs through the executor the flags (or the --config TOML file)
 choose, under its policies: read-only, allow and deny lists, dangerous-command
 checks (on unless --allow-dangerous), secrets kept out (unless --no-secrets),
-approval asked of the client through MCP elicitation, an audit log.
+approval asked of the client through MCP elicitation, an audit log. Every
+command gets the agent-safe environment (pagers off, editors that fail,
+prompts that fail or read end of file) unless --no-agent-env.
 
 Over stdio (the default) the server speaks MCP on stdin and stdout. With
 --http it serves streamable HTTP at http://HOST:PORT/mcp, bound to 127.0.0.1,
@@ -96,6 +98,14 @@ def add_mcp_parser(commands: Any) -> None:
         "--backend",
         choices=BACKENDS,
         help="where commands run; --sandbox, --docker and --ssh choose it too",
+    )
+    parser.add_argument(
+        "--no-agent-env",
+        action="store_false",
+        dest="agent_env",
+        default=None,
+        help="run commands in the executor's environment as it is, without the agent-safe "
+        "variables (PAGER=cat, GIT_EDITOR=false, GIT_TERMINAL_PROMPT=0, ...)",
     )
     add_backend_flags(parser, sandbox=True)
     policy = parser.add_argument_group("policies")
@@ -206,6 +216,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "backend": backend,
         "workdir": args.workdir,
         "timeout": args.timeout,
+        "agent_env": args.agent_env,
         "sandbox": args.sandbox,
         "image": args.docker,
         "ssh_keys": args.ssh_key or None,
@@ -314,7 +325,9 @@ async def _serve(config: McpConfig) -> int:
     audit = AuditLog(config.audit_log) if config.audit_log else None
     try:
         executor = build_executor(config, approver=elicitation_approver, recorder=audit)
-        toolset = Toolset(read_only=config.read_only, timeout=config.timeout)
+        toolset = Toolset(
+            read_only=config.read_only, timeout=config.timeout, environment=config.agent_env
+        )
         server = McpServer(executor, toolset)
     except (CommandError, ImportError, ValueError) as error:
         say(str(error))

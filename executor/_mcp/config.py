@@ -4,6 +4,7 @@
 backend = "docker"            # local (the default), sandbox, docker or ssh
 workdir = "/workspace"        # where commands start (the backend's default if omitted)
 timeout = 120                 # seconds a command may run when the model gives no timeout
+agent_env = true              # the agent-safe environment (pagers off, editors fail...); false: off
 
 [docker]
 image = "python:3.12-slim"
@@ -36,6 +37,17 @@ port = 8765
 token_file = "~/.config/executor/mcp-token"
 ```
 
+`agent_env` may be a table instead, which keeps the agent-safe environment
+(`executor._toolset.environment`) and changes it per variable: a string is
+the variable's value, `false` leaves the variable to the executor's
+environment.
+
+```toml
+[agent_env]
+PAGER = "less"                # a value of your own
+GIT_ASKPASS = false           # not set: the executor's own askpass answers
+```
+
 An unknown key is an error naming it, so a typo never silently leaves a
 policy off.
 """
@@ -52,6 +64,7 @@ import attrs
 
 from executor._core.base import ToolExecutor
 from executor._core.commands import Command, ReadFile, WriteFile
+from executor._toolset.environment import EnvironmentSetting, check_environment
 
 if TYPE_CHECKING:
     from executor._policies.policies import Approver, AuditRecord
@@ -83,6 +96,31 @@ def _optional_strings(value: object) -> tuple[str, ...] | None:
     return None if value is None else _strings(value)
 
 
+def _agent_env(value: object) -> EnvironmentSetting:
+    """`agent_env` as `Toolset(environment=...)` takes it: a bool, or a TOML table of changes.
+
+    In the table a string is a variable's value and `false` leaves the
+    variable alone (`None` in the mapping).
+    """
+    if isinstance(value, Mapping):
+        changes: dict[object, object] = {}
+        for name, given in value.items():
+            if given is True:
+                raise ValueError(
+                    f"agent_env: {name} = true means nothing; give the variable a string, "
+                    "or false to leave it to the executor's environment"
+                )
+            changes[name] = None if given is False else given
+        value = changes
+    try:
+        return check_environment(value)
+    except TypeError as error:
+        raise ValueError(
+            "agent_env must be true, false, or a table of variables (a string each, or false "
+            f"to leave one alone): {error}"
+        ) from None
+
+
 def _port(_: object, attribute: attrs.Attribute[int], value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 65536:
         raise ValueError(f"{attribute.name} must be a port from 0 to 65535, got {value!r}")
@@ -103,6 +141,10 @@ class McpConfig:
         backend: `local`, `sandbox`, `docker` or `ssh`.
         workdir: Where commands start; the backend's default when `None`.
         timeout: Seconds a command may run when the model gives no timeout.
+        agent_env: The agent-safe environment every command gets (pagers
+            off, editors that fail, prompts that fail or read end of file):
+            `True`, `False`, or its variables changed (`None`: left alone),
+            as `Toolset(environment=...)` takes it.
         sandbox: The sandbox backend for `sandbox`: `auto`, `bubblewrap`, `landlock`.
         image: The image for `docker`.
         ssh_host: The host for `ssh`; `ssh_user`, `ssh_port`, `ssh_keys`,
@@ -137,6 +179,7 @@ class McpConfig:
     backend: Backend = attrs.field(default="local", validator=_choice(BACKENDS))
     workdir: str | None = None
     timeout: float = attrs.field(default=120.0, validator=_positive)
+    agent_env: EnvironmentSetting = attrs.field(default=True, converter=_agent_env)
     sandbox: str = attrs.field(
         default="auto", validator=_choice(("auto", "bubblewrap", "landlock"))
     )
@@ -220,7 +263,13 @@ def check_origin(origin: str) -> str:
 
 # Where each TOML key goes: table -> key -> McpConfig field.
 _TOML: dict[str, dict[str, str]] = {
-    "": {"backend": "backend", "workdir": "workdir", "timeout": "timeout", "spill": "spill"},
+    "": {
+        "backend": "backend",
+        "workdir": "workdir",
+        "timeout": "timeout",
+        "spill": "spill",
+        "agent_env": "agent_env",
+    },
     "docker": {"image": "image"},
     "ssh": {
         "host": "ssh_host",
@@ -260,7 +309,10 @@ _BOOLEANS = {"read_only", "dangerous", "secrets", "auth"}
 def _fields_of(document: Mapping[str, Any], source: str) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for key, value in document.items():
-        if isinstance(value, dict):
+        if key == "agent_env":
+            # A bool, or a table of variables: checked as a field, not as a table of keys.
+            fields["agent_env"] = value
+        elif isinstance(value, dict):
             table = _TOML.get(key)
             if table is None or not key:
                 raise ValueError(

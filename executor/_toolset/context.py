@@ -4,7 +4,9 @@ Every tool takes its context as its first argument: `ToolsetContext` (made by
 `Toolset.context`) or any other `AgentContext`. `execute` is the one way a
 tool runs a command: through `context.executor()`, so the executor's own
 wrappers enforce policy, streaming to the context's `on_output` sink and
-recording the output in `last_output`.
+recording the output in `last_output`. A `ToolsetContext` hands out its
+executor in the agent-safe environment (`executor._toolset.environment`):
+pagers off, editors that fail, prompts that fail or read end of file.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from executor._core.base import ToolExecutor
 from executor._core.commands import Command
 from executor._core.errors import CommandError
 from executor._core.output import CommandOutput, Sink
+from executor._toolset.environment import EnvironmentSetting, agent_executor, check_environment
 
 
 @attrs.define(eq=False)
@@ -29,24 +32,39 @@ class ToolsetContext:
     the call's last command (also a failed one), which the tools set so a
     caller can report the exit code and stderr apart. Use one context per
     call when calls run concurrently. Any other `AgentContext` works too: the
-    tools then stream nothing and record nothing.
+    tools then stream nothing and record nothing, and run their commands in
+    its executor's environment as it is.
 
     Attributes:
         on_output: Where live output goes, or `None`.
         last_output: The last command's output, once a tool ran one.
+        environment: The agent-safe environment the commands get, as
+            `Toolset(environment=...)` takes it (`True`, `False`, or the
+            defaults changed per variable); `None`: the toolset's, which
+            `Toolset.call` sets, else the defaults.
     """
 
     _executor: ToolExecutor = attrs.field(alias="executor")
     on_output: Sink | None = None
     last_output: CommandOutput | None = None
+    environment: EnvironmentSetting | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self._executor, ToolExecutor):
             raise TypeError(f"expected a ToolExecutor, got {type(self._executor).__name__}")
+        if self.environment is not None:
+            self.environment = check_environment(self.environment)
 
     def executor(self) -> ToolExecutor:
-        """The executor the tools run commands through."""
-        return self._executor
+        """The executor the tools run commands through: the context's, in its environment.
+
+        With the environment on it is an `AgentEnvironment` around the
+        context's executor, the same one for every context of that executor
+        (the toolset keeps its persistent shell by executor); off, the
+        context's executor itself.
+        """
+        setting = True if self.environment is None else self.environment
+        return agent_executor(self._executor, setting)
 
 
 def output_sink(context: object) -> Sink | None:

@@ -35,6 +35,16 @@ call:
   - `apply_patch, Add File`: a patch that only adds that file (one write,
     nothing read).
 
+- (d) what each native tool adds per call over the command it runs, through
+  a `Toolset` on a `LocalExecutor` (the tool's argument checks, its
+  agent-safe environment, its rendering for the model):
+  - `bash` (`true`) against `run("true")` of a persistent shell;
+  - OpenAI's `shell` (`["true"]`) and `local_shell` (`["true"]`) against
+    `exec_cmd` of `sh -c true` and of the argv `true`;
+  - `str_replace_based_edit_tool`'s `str_replace` of one line of the
+    200-line file (forth and back) against the bare read and write of the
+    file through the executor.
+
 Every side's output is checked equal to the others' before anything is
 timed. Ratios are ours / theirs: of the medians, and the median of the
 round-by-round ratios (each round's pair ran back to back). The load average
@@ -54,7 +64,7 @@ from pathlib import Path
 import _harness as h
 import anyio
 
-from executor import Command, LocalExecutor
+from executor import Command, LocalExecutor, Toolset
 from executor._toolset.patch import UpdateFile, apply_chunks, apply_patch, parse_patch
 from executor._toolset.text import replace
 
@@ -307,6 +317,66 @@ async def figure_c(folder: Path, rounds: int, warmup: int) -> dict[str, Samples]
         )
 
 
+async def figure_d(folder: Path, rounds: int, warmup: int) -> dict[str, Samples]:
+    text = big_text(200)
+    line = text.splitlines()[100]
+    (folder / "edited.txt").write_text(text)
+    path = str(folder / "edited.txt")
+    toolset = Toolset(native=["anthropic", "openai"])
+    turns = {"tool": 0, "bare": 0}
+
+    async with LocalExecutor(folder) as executor, toolset, executor.shell() as shell:
+        context = toolset.context(executor)
+
+        async def call(name: str, arguments: dict[str, object]) -> None:
+            output = await toolset.call(context, name, arguments)
+            assert not output.is_error, output.text
+
+        async def edit() -> None:
+            old, new = (line, f"{line}  # x") if turns["tool"] % 2 == 0 else (f"{line}  # x", line)
+            turns["tool"] += 1
+            arguments = {"command": "str_replace", "path": path, "old_str": old, "new_str": new}
+            await call("str_replace_based_edit_tool", arguments)
+
+        async def bare_edit() -> None:
+            data = (await executor.exec_cmd(Command.read_file("edited.txt"))).stdout
+            turns["bare"] += 1
+            await executor.exec_cmd(Command.write_file("edited.txt", data))
+
+        async def bash() -> None:
+            await call("bash", {"command": "true"})
+
+        async def shell_run() -> None:
+            await shell.run("true")
+
+        async def openai_shell() -> None:
+            await call("shell", {"commands": ["true"]})
+
+        async def local_shell() -> None:
+            await call("local_shell", {"command": ["true"]})
+
+        async def sh_c() -> None:
+            await executor.exec_cmd(Command.shell("true"))
+
+        async def argv() -> None:
+            await executor.exec_cmd(Command.exec(["true"]))
+
+        return await paired(
+            {
+                "bash tool": bash,
+                "persistent shell run": shell_run,
+                "openai shell tool": openai_shell,
+                "exec_cmd sh -c true": sh_c,
+                "local_shell tool": local_shell,
+                "exec_cmd argv true": argv,
+                "text editor str_replace": edit,
+                "bare read + write": bare_edit,
+            },
+            rounds,
+            warmup,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = h.command_line(__doc__, "a few rounds, as a smoke check")
     parser.add_argument("--rounds", type=int, help="calls per side (default 40; 500 for (c))")
@@ -323,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         a = anyio.run(figure_a, Path(folder), rounds, warmup)
         b = anyio.run(figure_b, rounds, warmup)
         c = anyio.run(figure_c, Path(folder), overhead_rounds, warmup * 10)
+        d = anyio.run(figure_d, Path(folder), overhead_rounds // 2, warmup * 5)
     table("(a) a 50-hunk patch on a 10,000-line file", a, "apply_diff, in memory")
     print(
         "    via the executor: ours / apply_diff + read/write "
@@ -340,6 +411,15 @@ def main(argv: list[str] | None = None) -> int:
     table("(c) per call, a 200-line file through a LocalExecutor", c, "write_file (bare command)")
     for name in ("apply_patch, one-hunk update", "apply_patch, Add File"):
         print("    " + added(c, name, "write_file (bare command)"))
+    print()
+    table("(d) the native tools over the commands they run", d, "persistent shell run")
+    for name, base in (
+        ("bash tool", "persistent shell run"),
+        ("openai shell tool", "exec_cmd sh -c true"),
+        ("local_shell tool", "exec_cmd argv true"),
+        ("text editor str_replace", "bare read + write"),
+    ):
+        print("    " + added(d, name, base))
     print()
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     return 0

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from executor._core.base import ToolExecutor
 from executor._core.commands import Command
-from executor._core.errors import InvalidArgument, NonZeroExit, TimedOut
+from executor._core.errors import CommandError, InvalidArgument, NonZeroExit, TimedOut
 from executor._tools.args import WorkspacePath
 from executor._tools.tools import Tool, ToolOutput, tool
 from executor._toolset.commands import CommandTools
@@ -203,7 +203,48 @@ class NativeTools:
         relative = await self._workspace_path(context, path)
         if isinstance(relative, ToolOutput):
             return relative
-        kind = await _kind(context, relative)
+        data: bytes | None = None
+        if command in ("view", "str_replace", "insert"):
+            # A file, the usual case, is read at once; only a failed read asks what is there.
+            try:
+                data = (await execute(context, Command.read_file(relative), stream=False)).stdout
+            except CommandError:
+                data = None
+        if data is None:
+            kind = await _kind(context, relative)
+            refused = await self._not_a_file(
+                context, command, kind, relative, path, file_text, view_range
+            )
+            if refused is not None:
+                return refused
+            if command == "undo_edit":
+                return await self._undo(context, relative, path)
+            # A file that could not be read: the read's own error says why.
+            data = (await execute(context, Command.read_file(relative), stream=False)).stdout
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return ToolOutput.error(
+                f"The file {path} is not UTF-8 text; it cannot be shown or edited"
+            )
+        if command == "view":
+            return self._view_file(text, path, view_range)
+        if command == "str_replace":
+            return await self._str_replace(context, relative, path, text, old_str, new_str)
+        inserted = insert_text if insert_text is not None else new_str
+        return await self._insert(context, relative, path, text, insert_line, inserted)
+
+    async def _not_a_file(
+        self,
+        context: ToolsetContext,
+        command: str,
+        kind: str,
+        relative: str,
+        path: str,
+        file_text: str | None,
+        view_range: list[int] | None,
+    ) -> str | ToolOutput | None:
+        """The answer for `create`, a missing path or a directory; `None` for a file."""
         if command == "create":
             if kind != "none":
                 return ToolOutput.error(
@@ -228,21 +269,7 @@ class NativeTools:
                     "The `view_range` parameter is not allowed when `path` points to a directory."
                 )
             return await self._view_directory(context, relative, path)
-        if command == "undo_edit":
-            return await self._undo(context, relative, path)
-        data = (await execute(context, Command.read_file(relative), stream=False)).stdout
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            return ToolOutput.error(
-                f"The file {path} is not UTF-8 text; it cannot be shown or edited"
-            )
-        if command == "view":
-            return self._view_file(text, path, view_range)
-        if command == "str_replace":
-            return await self._str_replace(context, relative, path, text, old_str, new_str)
-        inserted = insert_text if insert_text is not None else new_str
-        return await self._insert(context, relative, path, text, insert_line, inserted)
+        return None
 
     async def _view_directory(self, context: ToolsetContext, relative: str, shown: str) -> str:
         argv = ["find", relative, "-maxdepth", "2", "-not", "-path", "*/.*"]

@@ -502,6 +502,48 @@ async def test_read_only_serves_the_read_only_tools(tmp_path: Path) -> None:
     assert (tmp_path / "a.txt").read_text() == "alpha\n"
 
 
+async def test_native_tools_with_a_yield_window(tmp_path: Path) -> None:
+    """--native serves the native tools; --yield-after hands a long command back as a job."""
+    (tmp_path / "a.txt").write_text("alpha\n")
+    flags = ["--workdir", str(tmp_path), "--native", "anthropic", "--native", "openai"]
+    async with Client(server(*flags, "--yield-after", "1", "--idle-timeout", "30")) as client:
+        listed = {t.name for t in (await client.list_tools()).tools}
+        assert listed == {
+            "bash",
+            "str_replace_based_edit_tool",
+            "shell",
+            "local_shell",
+            "apply_patch",
+            "job_read",
+            "job_write",
+            "job_signal",
+            "job_stop",
+            "job_list",
+        }
+        path = str(tmp_path / "a.txt")
+        view = await client.call_tool(
+            "str_replace_based_edit_tool", {"command": "view", "path": path}
+        )
+        assert (
+            text_of(view)
+            == f"Here's the result of running `cat -n` on {path}:\n     1\talpha\n     2\t\n"
+        )
+        ran = await client.call_tool("bash", {"command": "echo begun; sleep 2; echo ended"})
+        assert text_of(ran).startswith("begun\n[still running after 1 s, as job s")
+        job = text_of(ran).split("as job ")[1].split(":")[0]
+        seen = ""
+        with anyio.fail_after(20):
+            while "exit code" not in seen:
+                seen += text_of(await client.call_tool("job_read", {"job_id": job}))
+                await anyio.sleep(0.2)
+        assert "ended" in seen
+        patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-alpha\n+beta\n*** End Patch\n"
+        patched = await client.call_tool("apply_patch", {"input": patch})
+        assert not patched.is_error, text_of(patched)
+    assert (tmp_path / "a.txt").read_text() == "beta\n"
+    refused_by_name(["--native", "cobol"], "native: no family 'cobol'")
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_approval_through_elicitation(tmp_path: Path, mode: str) -> None:
     """--approval asks the client by elicitation; no, or a client that cannot answer, refuses."""

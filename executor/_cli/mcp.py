@@ -89,6 +89,26 @@ def add_mcp_parser(commands: Any) -> None:
         help="how long a command may run when the model gives no timeout (default 120)",
     )
     parser.add_argument(
+        "--native",
+        action="append",
+        metavar="FAMILY",
+        help="offer the tools models were trained on instead of the standard set: anthropic "
+        "(bash, str_replace_based_edit_tool), openai (shell, local_shell, apply_patch) or "
+        "swe-agent (str_replace_editor); repeat for several",
+    )
+    parser.add_argument(
+        "--yield-after",
+        type=_positive,
+        metavar="SECONDS",
+        help="hand back a command still running after this long as a job (job_read, job_stop)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=_positive,
+        metavar="SECONDS",
+        help="kill a command that prints nothing for this long",
+    )
+    parser.add_argument(
         "--spill",
         metavar="DIR",
         help="keep the whole of an output too long to keep in DIR (on this machine), "
@@ -217,6 +237,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "workdir": args.workdir,
         "timeout": args.timeout,
         "agent_env": args.agent_env,
+        "native": args.native,
+        "yield_after": args.yield_after,
+        "idle_timeout": args.idle_timeout,
         "sandbox": args.sandbox,
         "image": args.docker,
         "ssh_keys": args.ssh_key or None,
@@ -326,7 +349,12 @@ async def _serve(config: McpConfig) -> int:
     try:
         executor = build_executor(config, approver=elicitation_approver, recorder=audit)
         toolset = Toolset(
-            read_only=config.read_only, timeout=config.timeout, environment=config.agent_env
+            read_only=config.read_only,
+            native=config.native,
+            timeout=config.timeout,
+            yield_after=config.yield_after,
+            idle_timeout=config.idle_timeout,
+            environment=config.agent_env,
         )
         server = McpServer(executor, toolset)
     except (CommandError, ImportError, ValueError) as error:

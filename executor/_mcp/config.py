@@ -5,6 +5,9 @@ backend = "docker"            # local (the default), sandbox, docker or ssh
 workdir = "/workspace"        # where commands start (the backend's default if omitted)
 timeout = 120                 # seconds a command may run when the model gives no timeout
 agent_env = true              # the agent-safe environment (pagers off, editors fail...); false: off
+native = []                   # native tools instead: anthropic, openai, swe-agent
+yield_after = 30              # seconds before a running command comes back as a job
+idle_timeout = 300            # seconds a command may print nothing
 
 [docker]
 image = "python:3.12-slim"
@@ -145,6 +148,12 @@ class McpConfig:
             off, editors that fail, prompts that fail or read end of file):
             `True`, `False`, or its variables changed (`None`: left alone),
             as `Toolset(environment=...)` takes it.
+        native: The native tool families to offer instead of the standard
+            set (`anthropic`, `openai`, `swe-agent`; `Toolset(native=...)`).
+        yield_after: Seconds after which a command still running comes back
+            with a job id (`Toolset(yield_after=...)`); `None`: waited for.
+        idle_timeout: Seconds a command may print nothing before it is
+            killed (`Toolset(idle_timeout=...)`); `None`: no idle timeout.
         sandbox: The sandbox backend for `sandbox`: `auto`, `bubblewrap`, `landlock`.
         image: The image for `docker`.
         ssh_host: The host for `ssh`; `ssh_user`, `ssh_port`, `ssh_keys`,
@@ -180,6 +189,9 @@ class McpConfig:
     workdir: str | None = None
     timeout: float = attrs.field(default=120.0, validator=_positive)
     agent_env: EnvironmentSetting = attrs.field(default=True, converter=_agent_env)
+    native: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    yield_after: float | None = attrs.field(default=None, validator=_positive)
+    idle_timeout: float | None = attrs.field(default=None, validator=_positive)
     sandbox: str = attrs.field(
         default="auto", validator=_choice(("auto", "bubblewrap", "landlock"))
     )
@@ -209,6 +221,13 @@ class McpConfig:
     allowed_origins: tuple[str, ...] = attrs.field(default=(), converter=_strings)
 
     def __attrs_post_init__(self) -> None:
+        from executor._toolset.native import NATIVE_TOOLS
+
+        for family in self.native:
+            if family not in NATIVE_TOOLS:
+                raise ValueError(
+                    f"native: no family {family!r}; the families are {', '.join(NATIVE_TOOLS)}"
+                )
         for origin in self.allowed_origins:
             check_origin(origin)
         if self.transport == "http" and not self.auth and not is_loopback(self.host):
@@ -269,6 +288,9 @@ _TOML: dict[str, dict[str, str]] = {
         "timeout": "timeout",
         "spill": "spill",
         "agent_env": "agent_env",
+        "native": "native",
+        "yield_after": "yield_after",
+        "idle_timeout": "idle_timeout",
     },
     "docker": {"image": "image"},
     "ssh": {

@@ -294,15 +294,7 @@ async def test_a_failed_write_is_undone_on_docker(docker: DockerExecutor) -> Non
 
 
 def ssh_executor(server: SshServer) -> SshExecutor:
-    return SshExecutor(
-        server.host,
-        port=server.port,
-        user=server.user,
-        client_keys=[server.client_key],
-        known_hosts=server.known_hosts,
-        workdir=server.workdir(),
-        kill_grace=0.2,
-    )
+    return server.executor(kill_grace=0.2)
 
 
 class TestOverSsh:

@@ -29,7 +29,6 @@ from executor import (
     Command,
     DockerExecutor,
     LocalExecutor,
-    SshExecutor,
     ToolExecutor,
     ToolOutput,
     ToolOutputKind,
@@ -65,15 +64,7 @@ def make_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[],
         workdir = f"/workspace/{uuid.uuid4().hex}"
         return lambda: DockerExecutor(container=container_id, workdir=workdir, kill_grace=0.2)
     server: SshServer = request.getfixturevalue("ssh_server")
-    return lambda: SshExecutor(
-        server.host,
-        port=server.port,
-        user=server.user,
-        client_keys=[server.client_key],
-        known_hosts=server.known_hosts,
-        workdir=server.workdir(),
-        kill_grace=0.2,
-    )
+    return lambda: server.executor(kill_grace=0.2)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from executor._core.errors import CommandError, InvalidArgument
 from executor._tools.args import WorkspacePath
 from executor._tools.tools import Tool, ToolOutput, tool
 from executor._toolset.context import ToolsetContext, execute
-from executor._toolset.history import EditHistory
+from executor._toolset.history import CREATED, EditHistory, undo
 from executor._toolset.limits import Limits, check_count
 from executor._toolset.text import Enough, LineRange, number_lines, replace
 
@@ -188,16 +188,14 @@ class FileWriter:
         Args:
             path: The file, relative to the workspace root.
         """
-        try:
-            before = self._history.pop(context.executor(), str(path))
-        except LookupError:
+        before = await undo(self._history, context, str(path))
+        if before == CREATED:
             return ToolOutput.error(
                 f"the last change of {path} created it: there is nothing earlier to restore "
                 "(undo_edit does not delete files)"
             )
-        if before is None:
+        if not isinstance(before, bytes):
             return ToolOutput.error(f"no edit of {path} to undo (none was made by these tools)")
-        await execute(context, Command.write_file(path, before))
         return f"undid the last change of {path}: it holds its earlier {len(before)} bytes again"
 
 

@@ -9,9 +9,14 @@ bytes, and lives as long as its toolset.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
 from executor._core.base import ToolExecutor
+from executor._core.commands import Command
+from executor._toolset.context import ToolsetContext, execute
+
+CREATED: Final = "created"
+"""What `undo` gives for a file whose last change created it: nothing to restore."""
 
 DEPTH: Final = 10
 """The edits of one file that can be undone, newest first."""
@@ -71,3 +76,20 @@ class EditHistory:
             self._bytes -= len(stack.pop(0) or b"")
             if not stack:
                 del self._files[key]
+
+
+async def undo(
+    history: EditHistory, context: ToolsetContext, path: str
+) -> bytes | Literal["created"] | None:
+    """Write back the contents of `path` before its last change, and return them.
+
+    `CREATED` when the last change made the file (nothing is written: an undo
+    deletes no file); `None` when these tools changed nothing there.
+    """
+    try:
+        before = history.pop(context.executor(), path)
+    except LookupError:
+        return CREATED
+    if before is not None:
+        await execute(context, Command.write_file(path, before))
+    return before

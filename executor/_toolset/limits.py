@@ -39,13 +39,7 @@ class Limits:
         Raises:
             InvalidArgument: `value` is not more than 0, or past `max_timeout`.
         """
-        if value is None:
-            return self.yield_after
-        if not value > 0 or value > self.max_timeout:
-            raise InvalidArgument(
-                value, f"yield_after must be more than 0 and at most {self.max_timeout:g} seconds"
-            )
-        return float(value)
+        return self.yield_after if value is None else self._seconds(value, "yield_after")
 
     def timeout_for(self, value: float | None) -> float:
         """The timeout a command gets: the model's `value`, once checked, else the default.
@@ -53,11 +47,13 @@ class Limits:
         Raises:
             InvalidArgument: `value` is not more than 0, or past `max_timeout`.
         """
-        if value is None:
-            return self.timeout
+        return self.timeout if value is None else self._seconds(value, "timeout")
+
+    def _seconds(self, value: float, name: str) -> float:
+        """`value`, seconds a model gave for `name`, once checked to be in (0, max_timeout]."""
         if not value > 0 or value > self.max_timeout:
             raise InvalidArgument(
-                value, f"timeout must be more than 0 and at most {self.max_timeout:g} seconds"
+                value, f"{name} must be more than 0 and at most {self.max_timeout:g} seconds"
             )
         return float(value)
 

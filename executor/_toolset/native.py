@@ -39,7 +39,7 @@ from executor._tools.args import WorkspacePath
 from executor._tools.tools import Tool, ToolOutput, tool
 from executor._toolset.commands import CommandTools
 from executor._toolset.context import ToolsetContext, execute
-from executor._toolset.history import EditHistory
+from executor._toolset.history import CREATED, EditHistory, undo
 from executor._toolset.limits import Limits
 from executor._toolset.patch import PatchError, apply_patch
 from executor._toolset.text import replace
@@ -415,16 +415,14 @@ class NativeTools:
         )
 
     async def _undo(self, context: ToolsetContext, relative: str, shown: str) -> str | ToolOutput:
-        try:
-            before = self._history.pop(context.executor(), relative)
-        except LookupError:
+        before = await undo(self._history, context, relative)
+        if before == CREATED:
             return ToolOutput.error(
                 f"The last edit of {shown} created it: there is no earlier content to restore "
                 "(undo_edit does not delete files; remove it with a command if it should go)."
             )
-        if before is None:
+        if not isinstance(before, bytes):
             return ToolOutput.error(f"No edit history found for {shown}.")
-        await execute(context, Command.write_file(relative, before))
         text = before.decode("utf-8", "replace")
         return (
             f"Last edit to {shown} undone successfully. Here's the result of running `cat -n` "

@@ -974,6 +974,23 @@ class ShellContract:
                 assert not output.state_lost
                 assert sh.pid == pid
 
+    async def test_an_idle_timeout_interrupts_a_quiet_command_and_keeps_the_shell(
+        self, executor: ToolExecutor
+    ) -> None:
+        """Quiet past `idle_timeout=1`, `sleep 10` is interrupted; a talkative command runs on."""
+        with anyio.fail_after(40):
+            async with executor.shell() as sh:
+                started = time.monotonic()
+                with pytest.raises(TimedOut) as caught:
+                    await sh.run("export A=2; echo started; sleep 10", idle_timeout=1)
+                assert caught.value.idle
+                assert time.monotonic() - started < 8
+                assert caught.value.output.stdout == b"started\n"
+                talk = "for i in 1 2 3 4; do echo $i; sleep 0.6; done; echo $A"
+                output = await sh.run(talk, idle_timeout=1)
+                assert output.stdout == b"1\n2\n3\n4\n2\n"
+                assert not output.state_lost
+
     async def test_cancelling_a_run_interrupts_it_and_keeps_the_shell(
         self, executor: ToolExecutor
     ) -> None:

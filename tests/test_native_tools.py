@@ -498,6 +498,17 @@ async def test_an_idle_command_ends_and_a_talkative_one_does_not(backend: ToolEx
         )
         assert not out.is_error, out.text
         assert out.text.startswith("1\n2\n3\n4\n")
+        # In the persistent shell, the quiet command is interrupted and the shell stays.
+        await toolset.call(context, "shell", {"command": "export K=7"})
+        started = anyio.current_time()
+        out = await toolset.call(context, "shell", {"command": "echo quiet; sleep 30"})
+        assert out.kind is ToolOutputKind.TIMED_OUT
+        assert "idle timeout" in out.text
+        assert anyio.current_time() - started < 8
+        out = await toolset.call(
+            context, "shell", {"command": "for i in 1 2 3; do echo $i; sleep 0.6; done; echo $K"}
+        )
+        assert out.text.startswith("1\n2\n3\n7\n"), out.text
 
 
 # --- declarations and the OpenAI Agents SDK ---------------------------------------------

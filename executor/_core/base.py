@@ -367,12 +367,15 @@ class PersistentShell(AsyncResource):
         timeout: Timeout = None,
         stdin: str | bytes | None = None,
         sink: Sink | None = None,
+        idle_timeout: Timeout = None,
     ) -> ShellOutput:
         """Run `command` in the shell and return its own output.
 
         Args:
             command: A shell script, run as typed at the prompt (it may span lines).
             timeout: Seconds before it is interrupted (the shell's default if `None`).
+            idle_timeout: Seconds it may print nothing before it is interrupted
+                as a timeout interrupts it (`TimedOut` with `idle` set); `None`: no limit.
             stdin: Its input, then end of file; without it, it reads end of file at once.
             sink: Called with each chunk of its output as it is read.
 

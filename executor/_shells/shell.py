@@ -62,6 +62,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import math
 import secrets
 import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -587,10 +588,16 @@ class FramedShell(PersistentShell):
         timeout: Timeout = None,
         stdin: str | bytes | None = None,
         sink: Sink | None = None,
+        idle_timeout: Timeout = None,
     ) -> ShellOutput:
         """Run `command` in the shell (see `PersistentShell.run`, and above for timeouts)."""
         self._check_open()
-        cmd = Command.shell(command).with_timeout(timeout).with_stdin(stdin)
+        cmd = (
+            Command.shell(command)
+            .with_timeout(timeout)
+            .with_idle_timeout(idle_timeout)
+            .with_stdin(stdin)
+        )
         self._lost = False
         try:
             output = await self._route_run(cmd, sink)
@@ -615,7 +622,9 @@ class FramedShell(PersistentShell):
         async with self._lock:
             process, lost = await self._ready()
             self._lost = self._state_lost = lost
-            return await self._frame(process, script, cmd.stdin, timeout, sink, lost=lost)
+            return await self._frame(
+                process, script, cmd.stdin, timeout, sink, lost=lost, idle=cmd.idle_timeout
+            )
 
     def _line(self, process: _Process, token: str, script: str, stdin: bytes | None) -> str:
         """The line that runs `script` framed by `token`'s markers."""
@@ -657,14 +666,22 @@ class FramedShell(PersistentShell):
         sink: Sink | None,
         *,
         lost: bool = False,
+        idle: float | None = None,
     ) -> ShellOutput:
-        """Run `script` framed by fresh markers; return its output or raise what its end means."""
+        """Run `script` framed by fresh markers; return its output or raise what its end means.
+
+        With `idle`, a command that prints nothing for that long is
+        interrupted as a timeout interrupts it.
+        """
         token = secrets.token_hex(8)
         frame = _Frame(token)
         buffer = self._output_buffer()
         session = process.session
         started = anyio.current_time()
         timed_out = False
+        # When output last came, and whether the idle timeout was what ended the wait.
+        heard = [started]
+        idled = False
 
         early, process.early = process.early, []
 
@@ -684,7 +701,26 @@ class FramedShell(PersistentShell):
                     buffer.append(chunk)
                     if deliver is not None:
                         await call_sink(deliver, chunk)
+                    heard[0] = anyio.current_time()
             return True
+
+        async def watch(scope: anyio.CancelScope) -> None:
+            """Cancel `scope` once nothing has come for `idle` seconds."""
+            nonlocal idled
+            assert idle is not None
+            while anyio.current_time() < heard[0] + idle:
+                await anyio.sleep_until(heard[0] + idle)
+            idled = True
+            scope.cancel()
+
+        async def read_watched(deliver: Sink | None, scope: anyio.CancelScope) -> bool:
+            if idle is None:
+                return await read(deliver)
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(watch, scope)
+                done = await read(deliver)
+                tasks.cancel_scope.cancel()
+            return done
 
         def result(exit_code: int | None, signal: int | None = None) -> ShellOutput:
             output = buffer.output(
@@ -695,19 +731,18 @@ class FramedShell(PersistentShell):
         finished = False
         try:
             await process.write(self._line(process, token, script, stdin))
-            if timeout is None:
-                finished = await read(sink)
-            else:
-                with anyio.move_on_after(timeout) as scope:
-                    finished = await read(sink)
-                if scope.cancelled_caught:
-                    timed_out = True
+            with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
+                finished = await read_watched(sink, scope)
+            if scope.cancelled_caught:
+                timed_out = True
         except BaseException:
             # Cancelled, or the sink failed: interrupt the command, keep the shell.
             await run_to_completion(lambda: self._interrupt(process, frame, read))
             raise
         if timed_out:
             await run_to_completion(lambda: self._interrupt(process, frame, read))
+            if idled:
+                raise TimedOut(idle or 0.0, result(frame.status), idle=True)
             raise TimedOut(timeout or 0.0, result(frame.status))
         if not finished:
             ended = await process.ended()

@@ -53,6 +53,7 @@ class _Shell(Protocol):
         timeout: float | None = ...,
         stdin: str | None = ...,
         sink: Sink | None = ...,
+        idle_timeout: float | None = ...,
     ) -> CommandOutput: ...
     async def start_job(self, command: str, *, timeout: float | None = ...) -> _Job: ...
     def jobs(self) -> Sequence[Any]: ...
@@ -117,8 +118,7 @@ class CommandTools:
             idle_timeout: Seconds it may print nothing before it is killed.
         """
         cmd = Command.shell(command).with_timeout(self._limits.timeout_for(timeout))
-        idle = self._limits.idle_timeout if idle_timeout is None else idle_timeout
-        cmd = cmd.with_idle_timeout(self._limits.timeout_for(idle) if idle is not None else None)
+        cmd = cmd.with_idle_timeout(self._limits.idle_for(idle_timeout))
         if cwd is not None:
             cmd = cmd.with_current_dir(str(cwd))
         if stdin is not None:
@@ -154,6 +154,7 @@ class CommandTools:
         timeout: float | None = None,
         restart: bool = False,
         yield_after: float | None = None,
+        idle_timeout: float | None = None,
     ) -> ToolOutput:
         """Run a command in a persistent shell: cd, variables and functions carry over.
 
@@ -166,8 +167,11 @@ class CommandTools:
             timeout: Seconds before the command is interrupted; the shell itself stays.
             restart: Start a fresh shell first, dropping the old one's state and jobs.
             yield_after: Seconds to wait before handing back a job id while it runs on.
+            idle_timeout: Seconds it may print nothing before it is interrupted.
         """
-        return await self.in_shell(context, command, timeout, restart, yield_after)
+        return await self.in_shell(
+            context, command, timeout, restart, yield_after, idle_timeout=idle_timeout
+        )
 
     async def restart_shell(self, context: ToolsetContext, host: str = _SHELL) -> None:
         """Start the persistent shell `host` afresh, stopping a yielded command that holds it."""
@@ -183,10 +187,12 @@ class CommandTools:
         yield_after: float | None,
         *,
         host: str = _SHELL,
+        idle_timeout: float | None = None,
     ) -> ToolOutput:
         """Run `command` in the persistent shell `host`, or past the yield window as a job."""
         seconds = self._limits.timeout_for(timeout)
         window = self._limits.yield_for(yield_after)
+        idle = self._limits.idle_for(idle_timeout)
         executor = context.executor()
         if restart:
             await self._yielded.stop_shell(executor, host)
@@ -195,7 +201,7 @@ class CommandTools:
         live = output_sink(context)
         try:
             if window is None:
-                output = await sh.run(command, timeout=seconds, sink=live)
+                output = await sh.run(command, timeout=seconds, sink=live, idle_timeout=idle)
             else:
 
                 async def run(sink: Sink) -> CommandOutput:
@@ -204,7 +210,7 @@ class CommandTools:
                         if live is not None:
                             await call_sink(live, chunk)
 
-                    return await sh.run(command, timeout=seconds, sink=both)
+                    return await sh.run(command, timeout=seconds, sink=both, idle_timeout=idle)
 
                 ran = await self._yielded.frame(executor, host, command, run, window)
                 if not isinstance(ran, CommandOutput):

@@ -41,6 +41,14 @@ class Limits:
         """
         return self.yield_after if value is None else self._seconds(value, "yield_after")
 
+    def idle_for(self, value: float | None) -> float | None:
+        """The idle timeout a command gets: the model's `value`, once checked, else the default.
+
+        Raises:
+            InvalidArgument: `value` is not more than 0, or past `max_timeout`.
+        """
+        return self.idle_timeout if value is None else self._seconds(value, "idle_timeout")
+
     def timeout_for(self, value: float | None) -> float:
         """The timeout a command gets: the model's `value`, once checked, else the default.
 

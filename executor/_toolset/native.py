@@ -506,9 +506,10 @@ class NativeTools:
         seconds = self._limits.timeout_for(None if timeout_ms is None else timeout_ms / 1000)
         if max_output_length is not None and max_output_length < 1:
             raise InvalidArgument(max_output_length, "max_output_length must be at least 1")
+        idle = self._limits.idle_for(None)
         results: list[dict[str, Any]] = []
         for each in commands:
-            cmd = Command.shell(each).with_timeout(seconds)
+            cmd = Command.shell(each).with_timeout(seconds).with_idle_timeout(idle)
             outcome: dict[str, Any]
             try:
                 output = await execute(context, cmd)
@@ -554,7 +555,12 @@ class NativeTools:
         if user:
             raise InvalidArgument(user, "commands run as the executor's own user; leave user out")
         seconds = self._limits.timeout_for(None if timeout_ms is None else timeout_ms / 1000)
-        cmd = Command.exec(command).with_timeout(seconds).with_env(env or {})
+        cmd = (
+            Command.exec(command)
+            .with_timeout(seconds)
+            .with_idle_timeout(self._limits.idle_for(None))
+            .with_env(env or {})
+        )
         cwd = await self.working_directory(context, working_directory)
         if cwd is not None:
             cmd = cmd.with_current_dir(cwd)

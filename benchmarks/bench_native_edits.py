@@ -58,7 +58,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 import _harness as h
@@ -328,7 +328,7 @@ async def figure_d(folder: Path, rounds: int, warmup: int) -> dict[str, Samples]
     async with LocalExecutor(folder) as executor, toolset, executor.shell() as shell:
         context = toolset.context(executor)
 
-        async def call(name: str, arguments: dict[str, object]) -> None:
+        async def call(name: str, arguments: Mapping[str, object]) -> None:
             output = await toolset.call(context, name, arguments)
             assert not output.is_error, output.text
 

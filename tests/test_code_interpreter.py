@@ -5,6 +5,12 @@ and on the stdio driver), in an OS sandbox, in a container of the Python
 test image (busybox: `sh` stands in for bash, no node) and over SSH.
 Plots, HTML results and JavaScript are checked locally, where matplotlib
 and node are installed (CI installs node: `EXECUTOR_REQUIRE_NODE=1`).
+
+On a `LocalExecutor` the interpreters run in an OS sandbox of the tool's
+own where the machine has one (the local contract runs there too); the
+confinement tests get code past the code check and show the sandbox stops
+it. They skip where the machine has no sandbox, and fail instead under
+`EXECUTOR_REQUIRE_SANDBOX=1` (CI).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -42,6 +49,7 @@ from executor import (
     Window,
 )
 from executor._builtins.codecheck import javascript_findings, python_findings
+from executor.testing import FakeExecutor
 
 pytestmark = pytest.mark.anyio
 
@@ -562,6 +570,9 @@ def test_the_spec_and_the_input_checks(tmp_path: Path) -> None:
         "import os\nos.__dict__['system']('x')",
         "import os\nvars(os)['posix_spawn']('/bin/sh', ['sh'], {})",
         "import builtins\nbuiltins.__import__('subprocess')",
+        # os as another module's attribute.
+        "import pathlib\npathlib.os.system('x')",
+        "import posixpath\ngetattr(posixpath.os, 'popen')('x')",
     ],
 )
 def test_python_analysis_refuses(code: str) -> None:
@@ -593,3 +604,323 @@ def test_javascript_analysis() -> None:
     assert javascript_findings('import { exec } from "child_process"')
     assert javascript_findings("process.binding('spawn_sync')")
     assert javascript_findings("const fs = require('fs'); fs.readFileSync('x')") == []
+
+
+# --- confinement: the sandbox is the boundary, not the code check --------------------------
+
+# Code the check lets through, that runs a program all the same: names built at run time.
+PAST_THE_CHECK = "m = __import__('o' + 's')\ngetattr(m, 'sys' + 'tem')({command!r})"
+
+
+class Markers:
+    """Paths outside the workdir that no confined cell may create, and a listener on 127.0.0.1.
+
+    `/`, `/etc`, the home folder and a folder of the test's own; each name
+    is this run's, and whatever was made is removed at the end.
+    """
+
+    def __init__(self, outside: Path, server: socket.socket) -> None:
+        name = f"executor-marker-{uuid.uuid4().hex}"
+        self.root = Path("/") / name
+        self.etc = Path("/etc") / name
+        self.home = Path(os.path.expanduser("~")) / name
+        self.outside = outside / name
+        self.built = outside / f"{name}-built"
+        self.server = server
+        self.port: int = server.getsockname()[1]
+
+    def all(self) -> list[Path]:
+        """Every marker path."""
+        return [self.root, self.etc, self.home, self.outside, self.built]
+
+    def made(self) -> list[Path]:
+        """The markers that exist on the host."""
+        return [path for path in self.all() if os.path.lexists(path)]
+
+    def connections(self) -> int:
+        """How many connections reached the listener (each is taken and closed)."""
+        count = 0
+        while True:
+            try:
+                accepted, _ = self.server.accept()
+            except BlockingIOError:
+                return count
+            accepted.close()
+            count += 1
+
+
+@pytest.fixture
+def markers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Markers]:
+    """Marker paths outside the workdir, and a socket listening on the host's 127.0.0.1."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.setblocking(False)
+        found = Markers(tmp_path_factory.mktemp("outside"), server)
+        try:
+            yield found
+        finally:
+            for path in found.made():
+                path.unlink()
+
+
+def connect_code(language: str, port: int) -> str:
+    """A cell that connects to 127.0.0.1:`port`, saying how it went, and never fails."""
+    if language == "python":
+        return (
+            "try:\n"
+            f"    __import__('socket').create_connection(('127.0.0.1', {port}), 2)\n"
+            "    print('connected')\n"
+            "except OSError as error:\n"
+            "    print(type(error).__name__)"
+        )
+    if language == "javascript":
+        return (
+            "await new Promise((done) => { const s = require('net').connect("
+            f"{port}, '127.0.0.1'); s.on('connect', () => done('connected')); "
+            "s.on('error', (e) => done(e.code)) })"
+        )
+    return f"echo > /dev/tcp/127.0.0.1/{port} && echo connected"
+
+
+def attempts(language: str, markers: Markers) -> list[str]:
+    """Cells that try to write each marker and to connect to the listener, each on its own.
+
+    A cell whose attempt fails says so and goes on (the session lives on);
+    what counts is the host's state afterwards.
+    """
+    root, etc, home, outside, built = (str(path) for path in markers.all())
+    connect = connect_code(language, markers.port)
+    if language == "python":
+        guard = "try:\n    {}\nexcept Exception as error:\n    print(type(error).__name__)"
+        return [
+            f"__import__('os').system('touch {root}')",
+            guard.format(f"open({etc!r}, 'w').write('x')"),
+            guard.format(f"__import__('subprocess').run(['touch', {outside!r}])"),
+            guard.format(f"open(__import__('os').path.expanduser('~/{markers.home.name}'), 'w')"),
+            connect,
+            PAST_THE_CHECK.format(command=f"touch {built} {home}"),
+        ]
+    if language == "javascript":
+        guard = "try {{ {} }} catch (error) {{ console.log(error.code || error.name) }}"
+        home_file = f"require('os').homedir() + '/{markers.home.name}'"
+        return [
+            guard.format(f"require('child_process').execSync('touch {root} {outside}')"),
+            guard.format(f"require('fs').writeFileSync({etc!r}, 'x')"),
+            guard.format(f"require('fs').writeFileSync({home_file}, 'x')"),
+            connect,
+            guard.format(f"require('child_' + 'process').execSync('touch {built}')"),
+        ]
+    return [
+        f"touch {root} {etc} {outside} ~/{markers.home.name}",
+        connect,
+        f"sh -c 'touch {built}'",
+    ]
+
+
+# In the workdir: a write that must work, then a read that shows state kept across cells.
+KEEPS = {
+    "python": ("kept = 41\nopen('inside.txt', 'w').write('in')", "kept + 1", "42"),
+    "javascript": (
+        "let kept = 41; require('fs').writeFileSync('inside.txt', 'in')",
+        "kept + 1",
+        "42",
+    ),
+    "bash": ("kept=42; echo in > inside.txt", "echo $kept", "42\n"),
+}
+
+
+async def confined_cells(
+    tool: CodeInterpreterTool, language: str, markers: Markers, workdir: Path
+) -> list[CodeResult]:
+    """Run the attempts in one session between a workdir write and a read of kept state.
+
+    Each attempt ran to its end (Python's and JavaScript's catch their
+    failures), and none connected.
+    """
+    need(language)
+    write, read, expected = KEEPS[language]
+    _, first = await run(tool, language=language, code=write, session="c")
+    assert first.success, first.error
+    results = []
+    for code in attempts(language, markers):
+        chunks, result = await run(tool, language=language, code=code, session="c")
+        said = "".join(chunk.content for chunk in chunks)
+        assert "connected" not in said
+        if language != "bash":
+            assert result.success, (code, said, result.error)
+        results.append(result)
+    chunks, last = await run(tool, language=language, code=read, session="c")
+    assert last.success, last.error
+    stream = CodeStream.STDOUT if language == "bash" else CodeStream.RESULT
+    assert text(chunks, stream) == expected
+    assert (workdir / "inside.txt").read_text().strip() == "in"
+    return results
+
+
+LANGUAGES = ["python", "javascript", "bash"]
+
+
+def need(language: str) -> None:
+    """Skip where the language's interpreter is missing (fail for node under CI's require)."""
+    if language == "javascript" and shutil.which("node") is None:
+        if NODE_REQUIRED:
+            pytest.fail("EXECUTOR_REQUIRE_NODE=1 but node is not installed")
+        pytest.skip("node is not installed")
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
+@pytest.mark.parametrize("language", LANGUAGES)
+async def test_confined_code_touches_nothing_outside_the_workdir(
+    tmp_path: Path, markers: Markers, anyio_backend: str, backend: str, language: str
+) -> None:
+    """Past the code check, `os.system('touch /marker')` and its cousins change nothing outside.
+
+    The check is off (and one attempt gets past it anyway); the writes to
+    `/`, `/etc`, the home folder and a folder outside, through the language
+    itself, a program it runs and a program run by one, leave no file on the
+    host; the connection to the host's listener never arrives; the workdir
+    is written and the session's state is kept.
+    """
+    sandbox = require_sandbox(Sandbox(backend=backend))
+    async with LocalExecutor(tmp_path, kill_grace=0.2) as executor:
+        tool = CodeInterpreterTool(
+            executor,
+            interpreters={"python": sys.executable},
+            check_code=False,
+            jupyter=False,
+            sandbox=sandbox,
+        )
+        async with tool:
+            assert tool.confinement == "sandbox"
+            results = await confined_cells(tool, language, markers, tmp_path)
+    assert markers.made() == []
+    assert {result.confinement for result in results} == {"sandbox"}
+    assert markers.connections() == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
+async def test_the_jupyter_kernel_is_confined(
+    tmp_path: Path, markers: Markers, anyio_backend: str, backend: str
+) -> None:
+    """The Jupyter kernel runs in the sandbox too, spoken to over sockets in its own folder."""
+    pytest.importorskip("jupyter_client")
+    pytest.importorskip("ipykernel")
+    sandbox = require_sandbox(Sandbox(backend=backend))
+    async with LocalExecutor(tmp_path, kill_grace=0.2) as executor:
+        tool = CodeInterpreterTool(
+            executor,
+            interpreters={"python": sys.executable},
+            check_code=False,
+            jupyter=True,
+            sandbox=sandbox,
+        )
+        async with tool:
+            chunks, _ = await run(
+                tool, language="python", code="type(get_ipython()).__name__", session="c"
+            )
+            assert "ZMQInteractiveShell" in text(chunks, CodeStream.RESULT)
+            results = await confined_cells(tool, "python", markers, tmp_path)
+            # Interrupts reach the kernel in the sandbox: the state survives a timeout.
+            await InterpreterContract().test_a_timeout_interrupts_the_cell_and_keeps_state(tool)
+    assert markers.made() == []
+    assert {result.confinement for result in results} == {"sandbox"}
+    assert markers.connections() == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_sandbox_is_the_default_where_there_is_one(
+    tmp_path: Path, markers: Markers, anyio_backend: str
+) -> None:
+    """A tool made with no word on it sandboxes a plain LocalExecutor's interpreters."""
+    require_sandbox()
+    async with LocalExecutor(tmp_path, kill_grace=0.2) as executor:
+        tool = CodeInterpreterTool(executor, interpreters={"python": sys.executable})
+        assert tool.sandbox is not None
+        assert tool.confinement == "sandbox"
+        async with tool:
+            code = PAST_THE_CHECK.format(command=f"touch {markers.root}")
+            _, result = await run(tool, language="python", code=code)
+            assert result.confinement == "sandbox"
+            # The home is hidden: what is in it is not there to read.
+            markers.home.write_text("secret")
+            try:
+                chunks, _ = await run(
+                    tool, language="python", code=f"open({str(markers.home)!r}).read()"
+                )
+            finally:
+                markers.home.unlink()
+            assert "secret" not in text(chunks, CodeStream.RESULT)
+            assert "Error" in text(chunks, CodeStream.ERROR)
+    assert markers.made() == []
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("language", LANGUAGES)
+async def test_sandbox_false_runs_as_before(
+    tmp_path: Path, markers: Markers, anyio_backend: str, language: str
+) -> None:
+    """`sandbox=False` runs the interpreters unconfined: a folder outside written, the host reached.
+
+    Only the markers of the test's own folder and the listener are looked
+    at (nothing is written to `/`, `/etc` or the home here).
+    """
+    async with LocalExecutor(tmp_path, kill_grace=0.2) as executor:
+        tool = CodeInterpreterTool(
+            executor, interpreters={"python": sys.executable}, check_code=False, sandbox=False
+        )
+        assert tool.sandbox is None
+        assert tool.confinement == "host"
+        write = {
+            "python": f"open({str(markers.outside)!r}, 'w').write('x')",
+            "javascript": f"require('fs').writeFileSync({str(markers.outside)!r}, 'x')",
+            "bash": f"touch {markers.outside}",
+        }[language]
+        need(language)
+        async with tool:
+            _, wrote = await run(tool, language=language, code=write, session="u")
+            chunks, _ = await run(
+                tool, language=language, code=connect_code(language, markers.port), session="u"
+            )
+    assert wrote.success, wrote.error
+    assert "connected" in text(chunks, CodeStream.STDOUT) + text(chunks, CodeStream.RESULT)
+    assert wrote.confinement == "host"
+    assert markers.outside.exists()
+    assert markers.connections() == 1
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_sandbox_is_asked_only_where_one_can_be(tmp_path: Path, anyio_backend: str) -> None:
+    """`sandbox=True` or a `Sandbox` needs a LocalExecutor without one; else it is refused."""
+    fake = FakeExecutor()
+    assert CodeInterpreterTool(fake).confinement == "executor"
+    assert CodeInterpreterTool(fake, sandbox=False).sandbox is None
+    with pytest.raises(ValueError, match="needs a LocalExecutor"):
+        CodeInterpreterTool(fake, sandbox=True)
+    with pytest.raises(TypeError, match="sandbox must be"):
+        CodeInterpreterTool(fake, sandbox="yes")  # type: ignore[arg-type]
+    sandbox = require_sandbox()
+    async with LocalExecutor(tmp_path, sandbox=sandbox) as own:
+        assert CodeInterpreterTool(own).confinement == "sandbox"
+        assert CodeInterpreterTool(own, sandbox=True).sandbox is None
+        with pytest.raises(ValueError, match="sandbox of its own"):
+            CodeInterpreterTool(own, sandbox=Sandbox())
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_wrapped_executor_is_sandboxed_beneath_its_wrappers(
+    tmp_path: Path, markers: Markers, anyio_backend: str
+) -> None:
+    """Under `scoped()` the interpreter starts in the scope, in the sandbox, past the check."""
+    require_sandbox()
+    (tmp_path / "sub").mkdir()
+    async with LocalExecutor(tmp_path, kill_grace=0.2) as executor:
+        scoped = executor.scoped("sub")
+        async with CodeInterpreterTool(scoped, interpreters={"python": sys.executable}) as tool:
+            assert tool.confinement == "sandbox"
+            code = PAST_THE_CHECK.format(command=f"touch {markers.root}") + "\nos_cwd = m.getcwd()"
+            _, result = await run(tool, language="python", code=code, session="w")
+            assert result.success, result.error
+            chunks, _ = await run(tool, language="python", code="os_cwd", session="w")
+    assert text(chunks, CodeStream.RESULT) == repr(str(tmp_path / "sub"))
+    assert markers.made() == []

@@ -3,7 +3,8 @@
 - Python is read through its AST: `os.system`, `os.popen`, the `os.exec*`,
   `os.spawn*`, `os.posix_spawn*` and `os.fork*` families, however the module
   is reached (imported, renamed, assigned to another name,
-  `__import__("os")`, `importlib.import_module("os")`, `sys.modules["os"]`)
+  `__import__("os")`, `importlib.import_module("os")`, `sys.modules["os"]`,
+  another module's `os` attribute such as `pathlib.os`)
   and however the function is (`os.system`, `getattr(os, "system")`,
   `os.__dict__["system"]`, `vars(os)["system"]`), any import of
   `subprocess`, `ctypes`, `_posixsubprocess` or `pty` (also `__import__` and
@@ -17,9 +18,12 @@
   sys, `dyn.load`, and a recursive `unlink` of `/` or `~`.
 - Bash goes through `DangerousCommands` (the caller does that).
 
-These are denylists: they stop an agent's accidents and the obvious, not a
-determined author (code can build names at run time). The boundary that
-holds is where the executor runs the code: an OS sandbox, a container.
+These are denylists, a first line and not a boundary: they stop an agent's
+accidents and the usual spellings, not a determined author (code can build
+names at run time: `getattr(__import__("o" + "s"), "sys" + "tem")` passes).
+The boundary is where the code runs: the OS sandbox `CodeInterpreterTool`
+runs its interpreters in by default where the machine has one, or the
+executor's own (a sandbox, a container).
 """
 
 from __future__ import annotations
@@ -121,6 +125,9 @@ class _Checker(ast.NodeVisitor):
         """Whether `node` is the os module: a name bound to it, or an expression that loads it."""
         if isinstance(node, ast.Name):
             return node.id in self.os_names
+        if isinstance(node, ast.Attribute):
+            # pathlib.os, posixpath.os, shutil.os: modules that imported os
+            return node.attr in _OS_MODULES
         if isinstance(node, ast.Call) and node.args:
             # __import__("os"), builtins.__import__("os"), importlib.import_module("os")
             func = node.func

@@ -11,20 +11,50 @@ async with CodeInterpreterTool(DefaultContext.from_executor(ex)) as tool:
 ```
 
 How it runs code. Every interpreter is a process the tool starts through
-the executor it was given (`ex.start(...)`), so cells run where that
-executor runs commands: locally, in an OS sandbox, in a container, on an SSH
-host. The interpreter runs a small driver (`pydriver.py`, `nodedriver.js`,
-`shdriver.sh`, `rdriver.R`, sent as the program's text: nothing is installed) that reads
-cells from its stdin and answers on its stdout with framed results, images
-and errors between the cell's own output. That channel is the session's
+the executor it was given (`ex.start(...)`; a sandboxed twin of it, see
+Confinement), so cells run where that executor runs commands: locally, in
+an OS sandbox, in a container, on an SSH host. The interpreter runs a
+small driver (`pydriver.py`, `nodedriver.js`, `shdriver.sh`, `rdriver.R`,
+sent as the program's text: nothing is installed) that reads cells from its
+stdin and answers on its stdout with framed results, images and errors
+between the cell's own output. That channel is the session's
 own, so it reaches a container with no network and a remote host alike,
 where a Jupyter kernel's ZeroMQ sockets could not be reached; the driver
 gives what the tool needs of a kernel: the last expression's plain and HTML
 forms, matplotlib figures as PNG, tracebacks, `display()`, and SIGINT as a
 cell interrupt. Where a Jupyter kernel can be reached (a `LocalExecutor`
-without a sandbox, `ipykernel` installed for its Python, `jupyter_client`
-here: `pip install 'executor[interpreter]'`), Python runs on a real
-`ipykernel` instead, spoken to over loopback TCP, unless `jupyter=False`.
+without a sandbox of its own, `ipykernel` installed for its Python,
+`jupyter_client` here: `pip install 'executor[interpreter]'`), Python runs
+on a real `ipykernel` instead, spoken to over UNIX sockets in a folder of
+the kernel's own, unless `jupyter=False`.
+
+Confinement. The code check (`executor._builtins.codecheck`) is a first
+line, not a boundary: it refuses `os.system(...)`, `subprocess`,
+`child_process`, R's `system()` and the usual ways round them
+(`__import__("os")`, `importlib`, `getattr`, `sys.modules`), but a check of
+a program's text cannot be sound (code can build any name at run time).
+The boundary is an OS sandbox (`Sandbox`). On a `LocalExecutor` without
+one, every interpreter (Python, the Jupyter kernel too, JavaScript, bash,
+R) runs by default in an OS sandbox of the tool's own where this machine
+has one (`Sandbox.probe()`): a sandboxed twin of the executor (its workdir,
+environment and options), shared by the tool's interpreters and closed
+with the last of them, in which the workdir is writable and so is a folder
+of each interpreter's own (its `TMPDIR`, Jupyter's sockets; removed when it
+ends), the rest is read-only, the home folder is
+hidden and there is no network (`Sandbox()`'s defaults, or the `Sandbox`
+given as `sandbox=`; the interpreter's installation stays readable where
+it lies in the home folder). The wrappers of a `LocalExecutor` (policies,
+`scoped()`) keep their checks: the twin goes beneath copies of them. The
+twin leaves out the executor's `memory=` and `pids=`, which only bound
+unsandboxed commands (`Sandbox(address_space=...)` bounds a sandboxed
+one's memory). Where the machine has no sandbox to give,
+they run unconfined on this host as before (logged once, at INFO).
+`sandbox=False` opts out: unconfined on this host, the code check the only
+line. On a `LocalExecutor` with a sandbox they run in that sandbox; on a
+container, an SSH host or a Ray node, where that executor runs commands.
+The tool's `confinement`, and each `CodeResult`'s, say which. Installing
+packages (`allow_packages=True`) is not confined: it runs as the executor
+runs commands, with its network.
 
 Sessions. A call with a `session` name runs in that session's interpreter,
 started on first use and kept until the tool is closed (`async with` the
@@ -38,25 +68,40 @@ without a name runs in a fresh interpreter that ends with the call.
 from __future__ import annotations
 
 import base64
+import contextlib
+import copy
 import dataclasses
 import enum
+import functools
 import importlib.util
 import logging
+import os
 import re
-import sys
+import shutil
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, Literal, Self, TypeAlias
 
 import anyio
 import anyio.abc
+import anyio.to_thread
+import attrs
 import sniffio
 
 from executor._builtins.codecheck import javascript_findings, python_findings, r_findings
 from executor._builtins.common import check_timeout_secs, executor_of
-from executor._builtins.kernels import CellOutcome, JupyterKernel, Kernel, StdioKernel
-from executor._core.base import ToolExecutor
+from executor._builtins.kernels import (
+    CellOutcome,
+    JupyterKernel,
+    Kernel,
+    KernelHost,
+    Opener,
+    StdioKernel,
+)
+from executor._core.base import ToolExecutor, WrappedExecutor
+from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command
 from executor._core.errors import (
     CommandError,
@@ -65,7 +110,9 @@ from executor._core.errors import (
     NonZeroExit,
     PolicyDenied,
 )
+from executor._local.executor import LocalExecutor
 from executor._policies.rules import DangerousCommands
+from executor._sandbox.sandbox import Sandbox
 from executor._tools.args import WorkspacePath
 from executor._tools.handle import StreamingToolHandle, TaskHandle, ToolChannel
 from executor._tools.policies import Window
@@ -74,6 +121,12 @@ from executor._tools.tools import AgentContext
 
 Language: TypeAlias = Literal["python", "javascript", "bash", "r"]
 """The languages the interpreter takes."""
+
+Confinement: TypeAlias = Literal["sandbox", "host", "executor"]
+"""Where cells run: `"sandbox"`, in an OS sandbox on this machine (the tool's own,
+or the executor's); `"host"`, on this machine unconfined; `"executor"`,
+wherever the executor runs commands (a container, an SSH host, a Ray node),
+confined as it is there."""
 
 _logger = logging.getLogger("executor")
 
@@ -132,12 +185,17 @@ class CodeResult:
         error: Its error in one line (`NameError: name 'x' is not defined`),
             or `None`.
         timed_out: Whether it ran past its timeout and was interrupted.
+        confinement: Where it ran: `"sandbox"`, in an OS sandbox (only the
+            workdir writable, no network); `"host"`, on this machine
+            unconfined; `"executor"`, wherever the executor runs commands
+            (a container, an SSH host). See `Confinement`.
     """
 
     success: bool
     execution_time_ms: int
     error: str | None = None
     timed_out: bool = False
+    confinement: Confinement | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -231,7 +289,9 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
 
     Give a `session` name to keep state (variables, imports) across calls.
     Code that would run programs or delete system folders is refused before
-    it runs.
+    it runs. Where the machine has an OS sandbox, code runs in it: only the
+    working directory is writable, and there is no network (the result's
+    `confinement` says where the cell ran).
     """
 
     name = "code_interpreter"
@@ -248,6 +308,7 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
         interpreters: Mapping[str, str] | None = None,
         package_timeout: float = 600.0,
         jupyter: bool | None = None,
+        sandbox: Sandbox | bool | None = None,
     ) -> None:
         """An interpreter whose processes run through the context's executor.
 
@@ -259,7 +320,8 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
                 with `PolicyDenied` otherwise: installing runs code from a
                 registry).
             check_code: Whether the static checks refuse dangerous code
-                (see `executor._builtins.codecheck`).
+                (see `executor._builtins.codecheck`): a first line against
+                accidents and the obvious, not a boundary (the sandbox is).
             interpreters: The program to run per language, instead of
                 looking for `python3`, `node`, `bash` (then `sh`), `Rscript`.
             package_timeout: Seconds an installation may take.
@@ -267,10 +329,26 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
                 fits (see the module's notes), `True` always (an
                 `ExecutorError` says why it cannot), `False` never (the
                 stdio driver everywhere).
+            sandbox: Where the interpreters of a `LocalExecutor` without a
+                sandbox run (see the module's notes): `None` in an OS
+                sandbox of the tool's own where this machine has one, else
+                unconfined on this host; `True` in one always (an
+                `ExecutorError` here when the machine has none); a
+                `Sandbox`, in that one (the tool adds the interpreter's
+                folders to `readable` and a folder of its own to
+                `writable`); `False` never: unconfined, as the executor runs
+                commands. An executor with a sandbox of its own runs them
+                there (`True` is that one; a `Sandbox` is refused); other
+                executors take `None` or `False` only.
 
         Raises:
-            TypeError: `context` is neither an agent context nor an executor.
-            ValueError: A timeout that is not positive, or an unknown language.
+            TypeError: `context` is neither an agent context nor an executor,
+                or `sandbox` is neither a `Sandbox` nor a bool nor `None`.
+            ValueError: A timeout that is not positive, an unknown language,
+                or a sandbox asked of an executor that cannot have one of
+                the tool's.
+            ExecutorError: A sandbox asked for (`True`, a `Sandbox`) that
+                this machine cannot give.
         """
         self.executor = executor_of(context)
         for value in (default_timeout, package_timeout):
@@ -285,12 +363,19 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
         if unknown:
             raise ValueError(f"no such language: {', '.join(sorted(unknown))}")
         self.jupyter = jupyter
+        # The LocalExecutor beneath the wrappers, if that is what runs the commands.
+        self._local, self._wrappers = _local_beneath(self.executor)
+        self.sandbox: Sandbox | None = self._own_sandbox(sandbox)
+        """The sandbox the tool runs its interpreters in, `None` when it makes none."""
         self._rules = DangerousCommands(self.executor)
         self._jupyter_problem: dict[str, str | None] = {}
         self._found: dict[str, str] = {}
         self._kernels: dict[tuple[str, str], Kernel] = {}
         self._group: anyio.abc.TaskGroup | None = None
         self._registry: anyio.Lock | None = None
+        # Sandboxed twins of the LocalExecutor, by the folders they keep readable.
+        self._twins: dict[tuple[str, ...], _Twin] = {}
+        self._twin_lock: anyio.Lock | None = None
         # Kernels of a tool not entered run in tasks of the event loop's own.
         self._detached: list[anyio.Event] = []
         self._tasks: set[Any] = set()
@@ -334,6 +419,125 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
     def sessions(self) -> list[tuple[str, str]]:
         """The live sessions, as (name, language)."""
         return [key for key, kernel in self._kernels.items() if kernel.alive]
+
+    # --- confinement --------------------------------------------------------------------
+
+    @property
+    def confinement(self) -> Confinement:
+        """Where cells run: in an OS sandbox, unconfined on this host, or the executor's place."""
+        if self.sandbox is not None:
+            return "sandbox"
+        if self._local is None:
+            return "executor"
+        return "sandbox" if self._local.sandbox is not None else "host"
+
+    def _own_sandbox(self, asked: Sandbox | bool | None) -> Sandbox | None:
+        """The sandbox of the tool's own that `sandbox=` asks for, or `None` for none."""
+        if asked is not None and not isinstance(asked, Sandbox | bool):
+            raise TypeError(f"sandbox must be a Sandbox, a bool or None, not {asked!r}")
+        local = self._local
+        if asked is None:
+            if local is None or local.sandbox is not None:
+                return None
+            default = Sandbox()
+            try:
+                default.choose_backend()
+            except ExecutorError as error:
+                _warn_unconfined(str(error))
+                return None
+            return default
+        if asked is False:
+            return None
+        if local is None:
+            raise ValueError(
+                f"an OS sandbox of the interpreter's own needs a LocalExecutor: {self.executor!r} "
+                "runs commands elsewhere, confined as it is there (sandbox=None)"
+            )
+        if local.sandbox is not None:
+            if isinstance(asked, Sandbox):
+                raise ValueError(
+                    f"{local!r} has a sandbox of its own, in which the interpreters run "
+                    "(sandbox=True or None)"
+                )
+            return None
+        wanted = Sandbox() if asked is True else asked
+        wanted.choose_backend()
+        return wanted
+
+    def _host(self, program: str) -> Opener | None:
+        """Where an interpreter of `program` runs: `None` for the executor as it is.
+
+        With a sandbox of the tool's own, interpreters run in a sandboxed
+        twin of the `LocalExecutor` (behind copies of its wrappers), shared
+        by the tool's interpreters that need the same folders readable and
+        closed when the last of them ends; each interpreter gets a folder of
+        its own in the twin's folder (bound writable), and an anchor: a
+        process of the original executor's whose end (that executor closed)
+        ends the interpreter, as the executor's end would have ended it
+        unconfined.
+        """
+        local, base = self._local, self.sandbox
+        if local is None or base is None:
+            return None
+        readable = _interpreter_folders(program.removeprefix("sh:"), base)
+
+        @contextlib.asynccontextmanager
+        async def opened() -> AsyncIterator[KernelHost]:
+            twin = await self._twin(local, base, readable)
+            try:
+                folder = await anyio.to_thread.run_sync(
+                    functools.partial(tempfile.mkdtemp, prefix="k", dir=twin.folder)
+                )
+                try:
+                    scratch = os.path.join(folder, "tmp")
+                    await anyio.to_thread.run_sync(os.mkdir, scratch)
+                    env = {"TMPDIR": scratch, "MPLCONFIGDIR": os.path.join(folder, "matplotlib")}
+                    async with _anchored(local) as lost:
+                        yield KernelHost(twin.routed, folder, env, lost)
+                finally:
+                    await run_to_completion(functools.partial(_remove, folder))
+            finally:
+                await run_to_completion(functools.partial(self._leave, twin))
+
+        return opened
+
+    async def _twin(self, local: LocalExecutor, base: Sandbox, readable: tuple[str, ...]) -> _Twin:
+        """The twin for interpreters that need `readable`, made if there is none; one more user."""
+        if self._twin_lock is None:
+            self._twin_lock = anyio.Lock()
+        async with self._twin_lock:
+            twin = self._twins.get(readable)
+            if twin is None:
+                folder = await anyio.to_thread.run_sync(
+                    functools.partial(tempfile.mkdtemp, prefix="executor-", dir=_short_temp())
+                )
+                writable = (local.workdir,) if base.writable is None else base.writable
+                sandbox = attrs.evolve(
+                    base, readable=(*base.readable, *readable), writable=(*writable, folder)
+                )
+                try:
+                    executor = attrs.evolve(local, sandbox=sandbox, memory=None, pids=None)
+                except BaseException:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    raise
+                twin = self._twins[readable] = _Twin(
+                    executor, _rewrapped(self._wrappers, executor), folder, readable
+                )
+            twin.users += 1
+            return twin
+
+    async def _leave(self, twin: _Twin) -> None:
+        """One user fewer; the last one out closes the twin and removes its folder."""
+        assert self._twin_lock is not None
+        async with self._twin_lock:
+            twin.users -= 1
+            if twin.users or self._twins.get(twin.key) is not twin:
+                return
+            del self._twins[twin.key]
+        try:
+            await twin.executor.aclose()
+        finally:
+            await _remove(twin.folder)
 
     # --- checks -----------------------------------------------------------------------
 
@@ -457,6 +661,7 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
             execution_time_ms=elapsed,
             error=outcome.error,
             timed_out=outcome.timed_out,
+            confinement=self.confinement,
         )
 
     async def _session_kernel(self, name: str, language: str, program: str) -> Kernel:
@@ -517,8 +722,9 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
     async def jupyter_problem(self, program: str = "python3") -> str | None:
         """Why Python cannot run on a Jupyter kernel here, or `None` when it can.
 
-        It can when the executor is a `LocalExecutor` without a sandbox (the
-        kernel's loopback ports and connection file are this host's), the
+        It can when the executor is a `LocalExecutor` without a sandbox of
+        its own (the kernel's sockets and connection file are in a folder of
+        this host's; in the tool's sandbox, one bound writable there), the
         event loop is asyncio (`zmq.asyncio`), `jupyter_client` is installed
         here and `ipykernel` for `program`.
         """
@@ -532,11 +738,13 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
         return problem
 
     async def _find_jupyter_problem(self, program: str) -> str | None:
-        local = sys.modules.get("executor._local.executor")
-        if local is None or type(self.executor) is not local.LocalExecutor:
+        if self._local is None or self._wrappers:
             return f"only a LocalExecutor reaches a Jupyter kernel's sockets, not {self.executor!r}"
-        if getattr(self.executor, "sandbox", None) is not None:
-            return "a sandboxed executor's kernel could not be reached on its ports"
+        if self._local.sandbox is not None:
+            return (
+                "the executor's own sandbox has no folder for a Jupyter kernel's sockets "
+                "(the tool's own sandbox has one)"
+            )
         if importlib.util.find_spec("jupyter_client") is None:
             return "jupyter_client is not installed (pip install 'executor[interpreter]')"
         probe = Command.exec([program, "-c", "import ipykernel_launcher"]).with_timeout(60)
@@ -547,10 +755,11 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
         return None
 
     async def _kernel(self, language: str, program: str) -> Kernel:
+        host = self._host(program)
         if language == "python" and self.jupyter is not False:
             problem = await self.jupyter_problem(program)
             if problem is None:
-                return JupyterKernel(self.executor, python=program, make_chunk=_chunk)
+                return JupyterKernel(self.executor, python=program, make_chunk=_chunk, host=host)
             if self.jupyter:
                 raise ExecutorError(f"cannot run Python on a Jupyter kernel: {problem}")
         env = {"PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", "NO_COLOR": "1"}
@@ -562,6 +771,7 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
                 driver="pydriver.py",
                 make_chunk=_chunk,
                 env=env,
+                host=host,
             )
         if language == "javascript":
             return StdioKernel(
@@ -571,6 +781,7 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
                 driver="nodedriver.js",
                 make_chunk=_chunk,
                 env=env,
+                host=host,
             )
         if language == "r":
             return StdioKernel(
@@ -580,6 +791,7 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
                 driver="rdriver.R",
                 make_chunk=_chunk,
                 encode=_encode_hex,
+                host=host,
             )
         shell = program.removeprefix("sh:")
         argv = [shell, "--norc", "--noprofile", "-c"] if shell == program else [shell, "-c"]
@@ -591,6 +803,7 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
             make_chunk=_chunk,
             name_argument=True,
             encode=_encode_base64,
+            host=host,
         )
 
     async def _install(
@@ -618,6 +831,7 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
                 success=False,
                 execution_time_ms=round((time.monotonic() - started) * 1000),
                 error=message,
+                confinement=self.confinement,
             )
         return None
 
@@ -668,3 +882,125 @@ async def _serve_quietly(
 
 def _quote(word: str) -> str:
     return "'" + word.replace("'", "'\\''") + "'"
+
+
+# --- confinement ---------------------------------------------------------------------
+
+_warned = False
+
+
+def _warn_unconfined(why: str) -> None:
+    """Log once per process that interpreters run unconfined for want of a sandbox.
+
+    At INFO, as before there was a sandbox to want: the tool's
+    `confinement` and each result's say it where it matters.
+    """
+    global _warned
+    if not _warned:
+        _warned = True
+        _logger.info(
+            "no OS sandbox on this machine: the code interpreter's cells run unconfined on "
+            "this host, only the code check before them (%s)",
+            why.replace("\n", " "),
+        )
+
+
+@dataclasses.dataclass(eq=False)
+class _Twin:
+    """A sandboxed twin of a `LocalExecutor`, and who uses it.
+
+    Attributes:
+        executor: The twin.
+        routed: The twin behind copies of the original's wrappers.
+        folder: Its folder of the interpreters' own, bound writable.
+        key: The folders it keeps readable, by which the tool finds it.
+        users: The interpreters running in it.
+    """
+
+    executor: LocalExecutor
+    routed: ToolExecutor
+    folder: str
+    key: tuple[str, ...]
+    users: int = 0
+
+
+def _local_beneath(executor: ToolExecutor) -> tuple[LocalExecutor | None, list[WrappedExecutor]]:
+    """The `LocalExecutor` running `executor`'s commands (or `None`), and the wrappers above."""
+    wrappers = []
+    while isinstance(executor, WrappedExecutor):
+        wrappers.append(executor)
+        executor = executor.inner
+    return (executor if isinstance(executor, LocalExecutor) else None), wrappers
+
+
+def _rewrapped(wrappers: list[WrappedExecutor], bottom: ToolExecutor) -> ToolExecutor:
+    """`bottom` behind copies of `wrappers` (outermost first): their checks apply as before."""
+    executor = bottom
+    for wrapper in reversed(wrappers):
+        route = copy.copy(wrapper)
+        route.inner = executor
+        executor = route
+    return executor
+
+
+def _interpreter_folders(program: str, sandbox: Sandbox) -> tuple[str, ...]:
+    """What of `program`'s installation the sandbox would hide: its prefix, in a home or /tmp.
+
+    Both the path found and the one it links to count (a virtualenv's
+    `bin/python` links to the base Python's). A program directly in a
+    hidden folder keeps only itself readable, never the whole folder.
+    """
+    if not os.path.isabs(program):
+        return ()
+    hidden = [os.path.realpath(folder) for folder in (*sandbox.hidden(), "/tmp")]
+    found: list[str] = []
+    for path in dict.fromkeys((program, os.path.realpath(program))):
+        folder = os.path.dirname(path)
+        prefix = os.path.dirname(folder)
+        for top in hidden:
+            if not (path + "/").startswith(top.rstrip("/") + "/"):
+                continue
+            keep = next(
+                (
+                    candidate
+                    for candidate in (prefix, folder, path)
+                    if candidate.startswith(top.rstrip("/") + "/")
+                ),
+                path,
+            )
+            if keep not in found and os.path.exists(keep):
+                found.append(keep)
+    return tuple(found)
+
+
+@contextlib.asynccontextmanager
+async def _anchored(local: LocalExecutor) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+    """A process of `local`'s own, and what returns when it ends: when `local` is closed."""
+    anchor = await local.start(Command.exec([_cat()]))
+
+    async def lost() -> None:
+        with contextlib.suppress(Exception):
+            while await anchor.next_chunk() is not None:
+                pass
+
+    async with anchor:
+        yield lost
+
+
+def _short_temp() -> str:
+    """Where the twins' folders go: the temporary folder, or /tmp where its path is long.
+
+    A UNIX socket's path has at most 107 bytes, and a Jupyter kernel's
+    sockets lie three levels below (`executor-*/k*/kernel-N`, 37 more).
+    """
+    folder = tempfile.gettempdir()
+    return folder if len(folder) <= 64 or not os.path.isdir("/tmp") else "/tmp"
+
+
+async def _remove(folder: str) -> None:
+    await anyio.to_thread.run_sync(functools.partial(shutil.rmtree, folder, ignore_errors=True))
+
+
+@functools.cache
+def _cat() -> str:
+    return shutil.which("cat") or "/bin/cat"

@@ -6,10 +6,15 @@ is sent as the program, nothing is installed) and speaks a line protocol with
 it over the session's stdin and stdout. So it works wherever the executor
 runs commands: locally, in an OS sandbox, in a container without network,
 on an SSH host. A `JupyterKernel` runs `ipykernel` through the executor the
-same way and talks the Jupyter protocol to it over ZeroMQ on loopback TCP,
-which only a host sharing the network namespace can reach (a plain local
-executor); `CodeInterpreterTool` picks it there when `jupyter_client` is
-installed here and `ipykernel` where the kernel runs.
+same way and talks the Jupyter protocol to it over ZeroMQ on UNIX sockets in
+a folder of this host's, which only a local executor can reach;
+`CodeInterpreterTool` picks it there when `jupyter_client` is installed here
+and `ipykernel` where the kernel runs.
+
+Where a kernel runs is its `KernelHost`, opened for as long as it runs: by
+default the executor it was given; `CodeInterpreterTool` opens one of its
+own to run it in an OS sandbox (a sandboxed twin of a `LocalExecutor`, with
+a folder of the kernel's own bound writable, for Jupyter's sockets).
 
 Each kernel runs one cell at a time (`run_cell`), handing the cell's output
 to an `emit` callback as `CodeChunk`s. A cell that runs past its time is
@@ -23,13 +28,20 @@ from __future__ import annotations
 import abc
 import base64
 import contextlib
+import dataclasses
+import importlib.util
 import json
 import math
+import os
 import pathlib
 import re
 import secrets
+import socket
+import stat
+import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Literal
 
 import anyio
@@ -61,6 +73,56 @@ def driver_source(name: str) -> str:
 
 Emit = Callable[[Any], Awaitable[None]]
 """Where a kernel hands a cell's chunks: the tool's channel."""
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelHost:
+    """Where a kernel's process runs, for as long as it runs.
+
+    Attributes:
+        executor: What starts the kernel's process (`executor.start(...)`).
+        folder: A folder of this host's that the kernel may write and sees
+            at the same path (Jupyter's sockets go there); `None`: a
+            temporary folder of this host's (the executor is not sandboxed).
+        env: Variables for the kernel besides its own (a scratch `TMPDIR`).
+        lost: Returns if the host is lost while the kernel runs (the
+            executor it was made from is closed): the kernel then ends, as
+            it would have with that executor. `None`: never lost.
+    """
+
+    executor: ToolExecutor
+    folder: str | None = None
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    lost: Callable[[], Awaitable[None]] | None = None
+
+
+Opener = Callable[[], AbstractAsyncContextManager[KernelHost]]
+"""Opens a kernel's host, for as long as the kernel runs."""
+
+
+@contextlib.asynccontextmanager
+async def _plain(executor: ToolExecutor) -> AsyncIterator[KernelHost]:
+    yield KernelHost(executor)
+
+
+@contextlib.contextmanager
+def _unwrapped() -> Iterator[None]:
+    """Raise the lone error of a kernel's task groups as itself: its start failure reads so."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        error: BaseException = group
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        if error is group:
+            raise
+        raise error from None
+
+
+async def _end_when_lost(host: KernelHost, close: Callable[[], None]) -> None:
+    if host.lost is not None:
+        await host.lost()
+        close()
 
 
 class CellOutcome:
@@ -182,6 +244,8 @@ class StdioKernel(Kernel):
         make_chunk: Builds a chunk from a stream name and its content.
         env: Variables for the interpreter.
         encode: How a cell's code goes on the request line.
+        host: Opens where the interpreter runs (an OS sandbox of the
+            tool's); `executor` itself when `None`.
     """
 
     def __init__(
@@ -195,9 +259,11 @@ class StdioKernel(Kernel):
         name_argument: bool = False,
         env: dict[str, str] | None = None,
         encode: Callable[[str], str] = lambda code: json.dumps({"code": code}),
+        host: Opener | None = None,
     ) -> None:
         """A kernel, not started: `serve` starts it."""
         self.executor = executor
+        self._host = host
         self.language = language
         self.nonce = secrets.token_hex(8)
         name = ["executor-driver"] if name_argument else []
@@ -228,10 +294,16 @@ class StdioKernel(Kernel):
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Start the interpreter and pump its output until it ends or `close()` is called."""
+        opened = self._host() if self._host is not None else _plain(self.executor)
+        with _unwrapped():
+            async with opened as host:
+                await self._serve(host, task_status)
+
+    async def _serve(self, host: KernelHost, task_status: anyio.abc.TaskStatus[None]) -> None:
         cmd = Command.exec(self._argv)
-        if self._env:
-            cmd = cmd.with_env(self._env)
-        session = await self.executor.start(cmd)
+        if self._env or host.env:
+            cmd = cmd.with_env({**self._env, **host.env})
+        session = await host.executor.start(cmd)
         started = False
         self._send, self._receive = anyio.create_memory_object_stream[_Event](64)
         try:
@@ -240,6 +312,7 @@ class StdioKernel(Kernel):
                 self._alive = True
                 async with anyio.create_task_group() as group:
                     group.start_soon(self._pump, session)
+                    group.start_soon(_end_when_lost, host, self.close)
                     with anyio.move_on_after(START_TIMEOUT):
                         await self._wait_ready()
                     if not self._ready.is_set():
@@ -470,6 +543,26 @@ class StdioKernel(Kernel):
         )
 
 
+def _listening(path: str) -> bool:
+    """Whether `path` is a UNIX socket (not a link to one) that takes connections.
+
+    Bound is not enough: a client whose connect comes between the kernel's
+    `bind` and its `listen` is refused, and, never reconnecting, stays so.
+    """
+    try:
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            return False
+    except OSError:
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.setblocking(False)
+        try:
+            probe.connect(path)
+        except OSError:
+            return False
+    return True
+
+
 class _CellState:
     """What a cell's collection has seen so far."""
 
@@ -501,8 +594,12 @@ class JupyterKernel(Kernel):
     The kernel's process is the executor's (`ex.start(python -m
     ipykernel_launcher -f <connection file>)`), so it is killed with the
     executor like any command; the client (`jupyter_client`) connects to its
-    ports on 127.0.0.1, which is why this fits only a host that shares this
-    process's network and files (a `LocalExecutor` without a sandbox).
+    UNIX sockets in a folder of this host's, which is why this fits only a
+    local executor: one without a sandbox (a private temporary folder), or a
+    sandboxed twin whose host gives a folder bound writable in the sandbox
+    (`KernelHost.folder`). The client connects once the kernel's sockets are
+    there, never again (no heartbeat channel, no reconnection): a kernel
+    that later swaps a socket for a link cannot send the client elsewhere.
     Interrupts are SIGINT to the kernel's process group, as ipykernel's
     `interrupt_mode = "signal"` expects. Runs on asyncio only (zmq.asyncio).
 
@@ -510,17 +607,25 @@ class JupyterKernel(Kernel):
         executor: A local executor.
         python: The Python to run the kernel with (it must have ipykernel).
         make_chunk: Builds a chunk from a stream name and its content.
+        host: Opens where the kernel runs (an OS sandbox of the tool's);
+            `executor` itself when `None`.
     """
 
     language = "python"
 
     def __init__(
-        self, executor: ToolExecutor, *, python: str, make_chunk: Callable[..., Any]
+        self,
+        executor: ToolExecutor,
+        *,
+        python: str,
+        make_chunk: Callable[..., Any],
+        host: Opener | None = None,
     ) -> None:
         """A kernel, not started: `serve` starts it."""
         self.executor = executor
         self._python = python
         self._make = make_chunk
+        self._host = host
         self._session: ProcessSession | None = None
         self._client: Any = None
         self._alive = False
@@ -541,58 +646,84 @@ class JupyterKernel(Kernel):
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Start the kernel, connect to it, and keep it until `close()` or its death."""
-        try:
-            from jupyter_client.asynchronous.client import AsyncKernelClient
-            from jupyter_client.connect import write_connection_file
-        except ImportError as error:  # pragma: no cover - checked before choosing this kernel
-            raise ExecutorError(_JUPYTER_HINT) from error
-        import tempfile
-
-        folder = tempfile.TemporaryDirectory(prefix="executor-kernel-")
-        try:
-            # Unix sockets in a folder only we can enter: no port for another local user
-            # to reach, and the messages are signed with a key of this run's own.
-            path, _ = write_connection_file(
-                str(pathlib.Path(folder.name) / "kernel.json"),
-                ip=str(pathlib.Path(folder.name) / "kernel"),
-                transport="ipc",
-                key=secrets.token_hex(16).encode(),
-            )
-            cmd = Command.exec(
-                [
-                    self._python,
-                    "-m",
-                    "ipykernel_launcher",
-                    "-f",
-                    path,
-                    "--HistoryManager.enabled=False",
-                ]
-            ).with_env(
-                # IPython's profile and caches go to the kernel's own folder, not the home.
-                {
-                    "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-                    "IPYTHONDIR": str(pathlib.Path(folder.name) / "ipython"),
-                }
-            )
-            session = await self.executor.start(cmd)
-            async with session, anyio.create_task_group() as group:
-                self._session = session
-                self._alive = True
-                group.start_soon(self._pump, session)
-                client = AsyncKernelClient()
-                client.load_connection_file(path)
-                client.start_channels()
-                self._client = client
+        if importlib.util.find_spec("jupyter_client") is None:  # pragma: no cover - checked before
+            raise ExecutorError(_JUPYTER_HINT)
+        opened = self._host() if self._host is not None else _plain(self.executor)
+        with _unwrapped():
+            async with opened as host:
+                # The host's folder is the kernel's own already; else a private one of ours.
+                owned = None if host.folder else tempfile.TemporaryDirectory(prefix="jupyter-")
                 try:
-                    await self._wait_ready(client)
-                    task_status.started()
-                    await self._stop.wait()
+                    folder = owned.name if owned is not None else str(host.folder)
+                    await self._serve(host, pathlib.Path(folder), task_status)
                 finally:
+                    self._alive = False
+                    if owned is not None:
+                        owned.cleanup()
+
+    async def _serve(
+        self, host: KernelHost, here: pathlib.Path, task_status: anyio.abc.TaskStatus[None]
+    ) -> None:
+        import zmq
+        from jupyter_client.asynchronous.client import AsyncKernelClient
+        from jupyter_client.connect import write_connection_file
+
+        # Unix sockets in a folder only we (and the kernel) can enter: no port for
+        # another local user to reach, and messages signed with a key of this run's.
+        path, info = write_connection_file(
+            str(here / "kernel.json"),
+            ip=str(here / "kernel"),
+            transport="ipc",
+            key=secrets.token_hex(16).encode(),
+        )
+        cmd = Command.exec(
+            [self._python, "-m", "ipykernel_launcher", "-f", path, "--HistoryManager.enabled=False"]
+        ).with_env(
+            # IPython's profile and caches go to the kernel's own folder, not the home.
+            {
+                "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+                "IPYTHONDIR": str(here / "ipython"),
+                **host.env,
+            }
+        )
+        ports = (info["shell_port"], info["iopub_port"], info["stdin_port"])
+        sockets = [f"{info['ip']}-{port}" for port in (*ports, info["control_port"])]
+        session = await host.executor.start(cmd)
+        async with session, anyio.create_task_group() as group:
+            self._session = session
+            self._alive = True
+            group.start_soon(self._pump, session)
+            group.start_soon(_end_when_lost, host, self.close)
+            client = AsyncKernelClient()
+            client.load_connection_file(path)
+            # Connected once, to the sockets the kernel made, and never again.
+            client.context.setsockopt(zmq.RECONNECT_IVL, -1)
+            channels = False
+            try:
+                await self._wait_bound(sockets)
+                client.start_channels(hb=False)
+                channels = True
+                self._client = client
+                await self._wait_ready(client)
+                task_status.started()
+                await self._stop.wait()
+            finally:
+                if channels:
                     client.stop_channels()
-                    group.cancel_scope.cancel()
-        finally:
-            self._alive = False
-            folder.cleanup()
+                else:
+                    client.context.destroy(linger=0)
+                group.cancel_scope.cancel()
+
+    async def _wait_bound(self, sockets: list[str]) -> None:
+        """Wait until each of the kernel's sockets is there (a socket, not a link) and listens."""
+        with anyio.move_on_after(START_TIMEOUT):
+            while self._alive:
+                if all(_listening(path) for path in sockets):
+                    return
+                await anyio.sleep(0.02)
+        said = self._said.strip()[-2000:]
+        how = "did not get ready" if self._alive else "exited"
+        raise ExecutorError(f"the Jupyter kernel {how}" + (f": {said}" if said else ""))
 
     async def _wait_ready(self, client: Any) -> None:
         # kernel_info answered means the shell and iopub channels are both up.

@@ -529,11 +529,17 @@ def test_the_spec_and_the_input_checks(tmp_path: Path) -> None:
     assert set(spec["final_schema"]["properties"]) >= {"success", "execution_time_ms", "error"}
     assert tool.policy == Window(max_chunks=100)
     assert tool.parse_input('{"language": "bash", "code": "ls"}').language == "bash"
+    for fine in ("attrs", "attrs>=23", "pkg[extra]==1.0", "@scope/name", "left-pad@1.3.0"):
+        CodeInterpreterInput(language="python", code="1", packages=[fine])
     for bad in (
         {"language": "cobol", "code": "x"},
         {"language": "python", "code": "x", "session": "a b"},
         {"language": "python", "code": "x", "files": {"../up": ""}},
         {"language": "python", "code": "x", "packages": ["--index-url=http://evil"]},
+        # A folder is no package: pip and npm would run its setup on the host.
+        {"language": "python", "code": "x", "packages": ["pkg/"]},
+        {"language": "python", "code": "x", "packages": ["./pkg"]},
+        {"language": "javascript", "code": "x", "packages": ["a/b"]},
         {"language": "python", "code": "x", "timeout_secs": -1},
     ):
         with pytest.raises(InvalidArgument):

@@ -133,7 +133,14 @@ _logger = logging.getLogger("executor")
 _LANGUAGES: tuple[str, ...] = ("python", "javascript", "bash", "r")
 _SESSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 # A package as pip or npm names one, with an optional version: never an option.
-_PACKAGE = re.compile(r"^[A-Za-z0-9@][A-Za-z0-9_.\-/@\[\],]*([<>=!~]=?[A-Za-z0-9_.*+\-]+)*$")
+# A package name as an index knows it, never a path (pip and npm install a folder
+# named like `pkg/` or `./pkg` by running its setup or scripts on the host): an
+# npm scope (`@scope/`) is the only slash, and a version follows as npm (`@1.2`)
+# or pip (`>=1.2`) writes it.
+_PACKAGE = re.compile(
+    r"^(@[A-Za-z0-9_.\-]+/)?[A-Za-z0-9][A-Za-z0-9_.\-]*(\[[A-Za-z0-9_,.\-]+\])?"
+    r"(@[A-Za-z0-9_.\-^~]+|([<>=!~]=?[A-Za-z0-9_.*+\-]+)*)$"
+)
 _R_PACKAGE = re.compile(r"^[A-Za-z][A-Za-z0-9.]*$")
 _MAX_CODE = 1 << 20
 

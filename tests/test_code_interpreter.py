@@ -49,6 +49,7 @@ from executor import (
     Window,
 )
 from executor._builtins.codecheck import javascript_findings, python_findings
+from executor._sandbox.sandbox import Backend as SandboxBackend
 from executor.testing import FakeExecutor
 
 pytestmark = pytest.mark.anyio
@@ -777,7 +778,7 @@ def need(language: str) -> None:
 @pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
 @pytest.mark.parametrize("language", LANGUAGES)
 async def test_confined_code_touches_nothing_outside_the_workdir(
-    tmp_path: Path, markers: Markers, anyio_backend: str, backend: str, language: str
+    tmp_path: Path, markers: Markers, anyio_backend: str, backend: SandboxBackend, language: str
 ) -> None:
     """Past the code check, `os.system('touch /marker')` and its cousins change nothing outside.
 
@@ -807,7 +808,7 @@ async def test_confined_code_touches_nothing_outside_the_workdir(
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
 async def test_the_jupyter_kernel_is_confined(
-    tmp_path: Path, markers: Markers, anyio_backend: str, backend: str
+    tmp_path: Path, markers: Markers, anyio_backend: str, backend: SandboxBackend
 ) -> None:
     """The Jupyter kernel runs in the sandbox too, spoken to over sockets in its own folder."""
     pytest.importorskip("jupyter_client")

@@ -769,7 +769,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import mcp  # noqa: F401
     except ImportError:
-        print("bench_mcp: the mcp SDK is missing (pip install 'executor[mcp]'); skipped")
+        print("bench_mcp: the mcp SDK is missing (pip install 'tool-executor[mcp]'); skipped")
         return 0
     count = args.count or scale.pick(12, 300)
     files = args.files or scale.pick(500, 10_000)

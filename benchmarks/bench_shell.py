@@ -72,7 +72,7 @@ async def local(count: int, rounds: int, workdir: str) -> dict[str, h.Stats]:
         from swerex.runtime.local import LocalRuntime
     except ImportError as error:
         raise SystemExit(
-            f"the SWE-ReX baseline needs swe-rex: pip install 'executor[test]' ({error})"
+            f"the SWE-ReX baseline needs swe-rex: pip install 'tool-executor[test]' ({error})"
         ) from error
 
     runtime = LocalRuntime()

@@ -18,7 +18,7 @@ backend ends what it started (cancelled twice, closed twice, by the clock),
 period bounded and what comes past it kept, the kill grace in wall time, no
 process of a tree left, a blocked sink's backpressure, the cap's cut marked),
 `ShellContract` what a persistent shell and its jobs promise (`ex.shell()`).
-Requires pytest and anyio's pytest plugin (`executor[test]`).
+Requires pytest and anyio's pytest plugin (`tool-executor[test]`).
 """
 
 from __future__ import annotations

@@ -716,7 +716,7 @@ def test_a_missing_framework_names_its_extra(module: str, framework: str, extra:
     printed = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     ).stdout
-    assert f"pip install 'executor[{extra}]'" in printed
+    assert f"pip install 'tool-executor[{extra}]'" in printed
 
 
 # --- the standard toolset ---------------------------------------------------------------

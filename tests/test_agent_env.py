@@ -339,7 +339,7 @@ async def test_one_wrapper_per_executor(developer: LocalExecutor) -> None:
 
 @pytest.fixture
 def mcp_client() -> Any:
-    mcp = pytest.importorskip("mcp", reason="the MCP tests need executor[mcp]")
+    mcp = pytest.importorskip("mcp", reason="the MCP tests need tool-executor[mcp]")
     return mcp.Client
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
-mcp = pytest.importorskip("mcp", reason="the MCP tests need executor[mcp]")
+mcp = pytest.importorskip("mcp", reason="the MCP tests need tool-executor[mcp]")
 
 import httpx2  # noqa: E402
 import mcp_types  # noqa: E402

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-mcp = pytest.importorskip("mcp", reason="the MCP tests need executor[mcp]")
+mcp = pytest.importorskip("mcp", reason="the MCP tests need tool-executor[mcp]")
 
 import mcp_types  # noqa: E402
 from mcp import Client  # noqa: E402

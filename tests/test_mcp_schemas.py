@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-mcp = pytest.importorskip("mcp", reason="the MCP tests need executor[mcp]")
+mcp = pytest.importorskip("mcp", reason="the MCP tests need tool-executor[mcp]")
 
 import jsonschema  # noqa: E402
 import mcp_types  # noqa: E402

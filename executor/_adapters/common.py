@@ -21,7 +21,7 @@ def import_framework(module: str, extra: str, package: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as error:
         raise ImportError(
-            f"this adapter needs {package}: pip install 'executor[{extra}]' ({error})"
+            f"this adapter needs {package}: pip install 'tool-executor[{extra}]' ({error})"
         ) from error
 
 

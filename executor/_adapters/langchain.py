@@ -1,4 +1,4 @@
-"""Executor tools as LangChain structured tools (`pip install 'executor[langchain]'`).
+"""Executor tools as LangChain structured tools (`pip install 'tool-executor[langchain]'`).
 
 ```python
 tools = langchain_tools([run, read_file], LocalExecutor("/srv/checkout"))

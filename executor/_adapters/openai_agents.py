@@ -1,4 +1,4 @@
-"""Executor tools as OpenAI Agents SDK function tools (`pip install 'executor[openai-agents]'`).
+"""Executor tools as OpenAI Agents SDK tools (`pip install 'tool-executor[openai-agents]'`).
 
 ```python
 tools = openai_agents_tools([run, read_file], LocalExecutor("/srv/checkout"))

@@ -1,4 +1,4 @@
-"""Executor tools as a pydantic-ai toolset (`pip install 'executor[pydantic-ai]'`).
+"""Executor tools as a pydantic-ai toolset (`pip install 'tool-executor[pydantic-ai]'`).
 
 ```python
 agent = Agent(model, toolsets=[PydanticAIToolset([run, read_file], LocalExecutor("/srv/checkout"))])

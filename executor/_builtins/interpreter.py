@@ -24,7 +24,7 @@ gives what the tool needs of a kernel: the last expression's plain and HTML
 forms, matplotlib figures as PNG, tracebacks, `display()`, and SIGINT as a
 cell interrupt. Where a Jupyter kernel can be reached (a `LocalExecutor`
 without a sandbox of its own, `ipykernel` installed for its Python,
-`jupyter_client` here: `pip install 'executor[interpreter]'`), Python runs
+`jupyter_client` here: `pip install 'tool-executor[interpreter]'`), Python runs
 on a real `ipykernel` instead, spoken to over UNIX sockets in a folder of
 the kernel's own, unless `jupyter=False`.
 
@@ -753,7 +753,7 @@ class CodeInterpreterTool(StreamingTool[CodeInterpreterInput, CodeChunk, CodeRes
                 "(the tool's own sandbox has one)"
             )
         if importlib.util.find_spec("jupyter_client") is None:
-            return "jupyter_client is not installed (pip install 'executor[interpreter]')"
+            return "jupyter_client is not installed (pip install 'tool-executor[interpreter]')"
         probe = Command.exec([program, "-c", "import ipykernel_launcher"]).with_timeout(60)
         try:
             await self.executor.exec_cmd(probe)

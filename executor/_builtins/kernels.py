@@ -584,7 +584,7 @@ class _CellState:
 
 _JUPYTER_HINT = (
     "the Jupyter kernel needs jupyter_client here and ipykernel for the kernel's Python: "
-    "pip install 'executor[interpreter]'"
+    "pip install 'tool-executor[interpreter]'"
 )
 
 

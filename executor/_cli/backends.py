@@ -143,7 +143,7 @@ def make_executor(
 
     Raises:
         ExecutorError: The sandbox asked for cannot be given here.
-        ImportError: The backend's extra (`executor[docker]`, `executor[ssh]`) is missing.
+        ImportError: The backend's extra (`tool-executor[docker]`, `tool-executor[ssh]`) is missing.
         ValueError: An option the backend refuses (a malformed `DOCKER_HOST`, say).
 
     """

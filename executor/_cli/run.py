@@ -174,7 +174,7 @@ class _Run:
         except CommandError as error:
             return EXECUTOR_FAILED, error.message
         except ImportError as error:
-            # The backend's extra is not installed (`pip install executor[ssh]`).
+            # The backend's extra is not installed (`pip install tool-executor[ssh]`).
             return EXECUTOR_FAILED, str(error)
         finally:
             self._phase = "ended"

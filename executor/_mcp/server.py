@@ -98,7 +98,7 @@ if TYPE_CHECKING:
 
 _R = TypeVar("_R")
 
-_INSTALL_HINT = "the MCP server needs the mcp SDK: pip install 'executor[mcp]'"
+_INSTALL_HINT = "the MCP server needs the mcp SDK: pip install 'tool-executor[mcp]'"
 # Per call: what progress notifications may carry before the rest is left to the result.
 _STREAM_LIMIT = 4 << 20
 _PIECE = 8192
@@ -445,7 +445,7 @@ class McpServer:
             in a sealed `request_state` that expires then.
 
     Raises:
-        ImportError: The `mcp` SDK is not installed (`executor[mcp]`).
+        ImportError: The `mcp` SDK is not installed (`tool-executor[mcp]`).
     """
 
     def __init__(
@@ -515,7 +515,7 @@ class McpServer:
         from mcp.server.subscriptions import ListenHandler
 
         try:
-            ours = version("executor")
+            ours = version("tool-executor")
         except PackageNotFoundError:
             ours = "0"
         from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity

@@ -571,3 +571,69 @@ async def test_pool_spreads_executors_over_the_nodes(cluster: RayCluster) -> Non
         assert placed[1].node_id == placed[3].node_id
         out = await executors[1].exec_cmd(Command.shell('echo "$EXECUTOR_RAY_NODE_ID"'))
         assert out.text().strip() == placed[1].node_id
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_trio_is_refused_before_anything_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under trio every entry raises ExecutorError saying asyncio is needed, at once.
+
+    Not trio's own `TypeError` from awaiting Ray's asyncio futures: the check
+    comes before Ray is connected or an actor made, so no cluster is needed.
+    """
+    import executor._ray.executor as ray_executor
+
+    started: list[str] = []
+
+    async def connected(address: str | None) -> None:
+        started.append(f"connect {address}")
+
+    def actor_class() -> Any:
+        started.append("actor")
+        raise AssertionError("an actor was made under trio")
+
+    monkeypatch.setattr(ray_executor, "_connected", connected)
+    monkeypatch.setattr(ray_executor, "_actor_class", actor_class)
+    initialized = ray.is_initialized()
+    refused = pytest.raises(ExecutorError, match=r"RayExecutor needs asyncio.*backend='asyncio'")
+
+    ex = RayExecutor("127.0.0.1:1")
+    with refused:
+        async with ex:
+            pass
+    with refused:
+        await ex.exec_cmd(Command.shell("echo hi"))
+    with refused:
+        await ex.exec_cmd_streaming(Command.exec(["echo", "hi"]), lambda chunk: None)
+    with refused:
+        await ex.exec_cmd(Command.read_file("x"))
+    with refused:
+        await ex.exec_cmd(Command.write_file("x", b"y"))
+    with refused:
+        await ex.start(Command.shell("cat"))
+    with refused:
+        ex.shell()
+    with refused:
+        async for _ in ex.stream_files("."):
+            pass
+    with refused:
+        await ex.node()
+    await ex.aclose()
+
+    pool = RayPool(2, address="127.0.0.1:1")
+    pool_refused = pytest.raises(ExecutorError, match=r"RayPool needs asyncio")
+    with pool_refused:
+        async with pool:
+            pass
+    with pool_refused:
+        await pool.ready()
+    with pool_refused:
+        pool.executor(0)
+    with pool_refused:
+        await pool.placements()
+    await pool.aclose()
+
+    assert started == []
+    assert ex._actor is None
+    assert ex._connections is None
+    assert pool._group is None
+    assert ray.is_initialized() is initialized

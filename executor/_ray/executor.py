@@ -29,8 +29,9 @@ from typing import Any, Self, TypeVar
 
 import anyio
 import attrs
+import sniffio
 
-from executor._core.base import CommandRunner, LoadedFile, call_sink
+from executor._core.base import CommandRunner, LoadedFile, PersistentShell, call_sink
 from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command, Exec, ReadFile, Shell, StrPath, WriteFile, session_argv
 from executor._core.errors import ExecutorError
@@ -59,6 +60,25 @@ def _ray() -> Any:
     except ImportError as error:  # pragma: no cover - exercised without the extra
         raise ImportError(_INSTALL) from error
     return ray
+
+
+def _check_asyncio(who: str) -> None:
+    """Raise `ExecutorError` at once if the running async library is not asyncio.
+
+    Ray's object references and generators are asyncio's: awaited under trio
+    they fail deep inside trio with its own `TypeError`, after `ray.init` and
+    the actor have started. Outside any event loop (a synchronous call) this
+    passes: the first await checks again.
+    """
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return
+    if library != "asyncio":
+        raise ExecutorError(
+            f"{who} needs asyncio: Ray's client is asyncio's, not {library}'s "
+            "(run it under asyncio, e.g. anyio.run(..., backend='asyncio'))"
+        )
 
 
 async def _connected(address: str | None) -> None:
@@ -125,7 +145,9 @@ class RayExecutor(CommandRunner):
 
     The other options (`default_timeout`, `kill_grace`, `output_limit`, `envs`, ...)
     are the node's `LocalExecutor`'s. Commands see `EXECUTOR_RAY_NODE_ID`.
-    Needs asyncio (Ray's object references are asyncio futures).
+    Needs asyncio (Ray's object references are asyncio futures): under trio,
+    entering it, every command, session, shell and listing raises
+    `ExecutorError` saying so, before Ray is connected or anything started.
 
     """
 
@@ -155,6 +177,21 @@ class RayExecutor(CommandRunner):
     async def __aenter__(self) -> Self:
         await self._ensure()
         return self
+
+    def _check_open(self) -> None:
+        super()._check_open()
+        _check_asyncio("RayExecutor")
+
+    def shell(
+        self,
+        *,
+        login: bool | None = None,
+        cwd: StrPath | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> PersistentShell:
+        """A persistent shell on the node (see `CommandRunner.shell`); refused under trio."""
+        _check_asyncio("RayExecutor")
+        return super().shell(login=login, cwd=cwd, env=env)
 
     # --- the actor ----------------------------------------------------------
 
@@ -548,7 +585,7 @@ class RayPool:
     over the nodes by default; `"PACK"`, `"STRICT_SPREAD"`, `"STRICT_PACK"`).
     `executor(index)` gives an executor in bundle `index % size`: one per
     agent, or several agents to a bundle. `aclose()` closes every executor
-    made and removes the group.
+    made and removes the group. Needs asyncio, as `RayExecutor` does.
     """
 
     size: int
@@ -568,6 +605,7 @@ class RayPool:
 
     async def ready(self) -> None:
         """Make the placement group and wait until the cluster has placed its bundles."""
+        _check_asyncio("RayPool")
         if self._group is not None:
             return
         await _connected(self.address)
@@ -582,6 +620,7 @@ class RayPool:
 
     def executor(self, index: int, **options: Any) -> RayExecutor:
         """An executor in bundle `index % size` (the pool's options, then these)."""
+        _check_asyncio("RayPool")
         if self._group is None:
             raise ExecutorError("the pool is not ready: `async with pool` or `await pool.ready()`")
         made = RayExecutor(
@@ -595,6 +634,7 @@ class RayPool:
 
     async def placements(self) -> list[NodeInfo]:
         """Where each executor made so far runs, in the order they were made."""
+        _check_asyncio("RayPool")
         return [await executor.node() for executor in self._executors]
 
     async def aclose(self) -> None:

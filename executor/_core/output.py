@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -55,6 +56,10 @@ class Elision:
         spill: The file on this machine that holds the whole output, both
             streams in the order read, when the executor was asked to keep it
             (`spill=`); `None` otherwise.
+        spill_error: Why the whole output could not be kept, when the executor
+            was asked to keep it and writing it failed (a full disk: `No space
+            left on device`); then `spill` is `None`, the partial file is
+            removed, and the head and the tail are kept as without a spill.
 
     """
 
@@ -62,10 +67,13 @@ class Elision:
     bytes: int
     lines: int
     spill: str | None = None
+    spill_error: str | None = None
 
     def marker(self) -> str:
         """The line that stands in for the cut-out part in `text()`."""
         where = f"; the whole output is in {self.spill}" if self.spill else ""
+        if self.spill_error:
+            where = f"; the whole output could not be kept: {self.spill_error}"
         return f"[... {self.lines} lines ({self.bytes} bytes) elided{where} ...]"
 
 
@@ -203,7 +211,10 @@ class OutputBuffer:
     With `spill_dir`, the whole output is also kept aside in a file of its own
     in that folder, once (and only if) the limit is passed: what was held so
     far goes into it, then every byte that follows, both streams in the order
-    read. The file is the caller's to keep or remove.
+    read. The file is the caller's to keep or remove. A spill that cannot be
+    written (a full disk, a folder that cannot be made) is given up: its
+    partial file is removed, the head and the tail are kept as without one,
+    and the cut's marker says why (`Elision.spill_error`); nothing is raised.
     """
 
     __slots__ = (
@@ -211,6 +222,7 @@ class OutputBuffer:
         "_head_room",
         "_spill",
         "_spill_dir",
+        "_spill_error",
         "_spill_path",
         "_tail",
         "_tail_bytes",
@@ -235,6 +247,7 @@ class OutputBuffer:
         self._spill_dir = spill_dir
         self._spill: BinaryIO | None = None
         self._spill_path: str | None = None
+        self._spill_error: str | None = None
         self.dropped = 0
         self.dropped_lines = 0
 
@@ -244,7 +257,10 @@ class OutputBuffer:
         if not size:
             return
         if self._spill is not None:
-            self._spill.write(chunk.data)
+            try:
+                self._spill.write(chunk.data)
+            except OSError as error:
+                self._give_up_spill(error)
         if self._head_room is None:
             self._head.append(chunk)
             return
@@ -301,15 +317,37 @@ class OutputBuffer:
     def _start_spill(self, pending: Chunk) -> None:
         """Keep the whole output aside from here on: what is held, then `pending`."""
         assert self._spill_dir is not None
-        # Made here, at the first cut, not per command: most outputs never spill.
-        os.makedirs(self._spill_dir, mode=0o700, exist_ok=True)
-        fd, path = tempfile.mkstemp(dir=self._spill_dir, prefix="output-", suffix=".log")
-        self._spill = os.fdopen(fd, "wb")
-        self._spill_path = path
-        # In the order read: the head (whose last piece may be the front of the
-        # chunk being added, whose rest is `pending`), the tail, then `pending`.
-        for kept in (*self._head, *self._kept_tail(), pending):
-            self._spill.write(kept.data)
+        try:
+            # Made here, at the first cut, not per command: most outputs never spill.
+            os.makedirs(self._spill_dir, mode=0o700, exist_ok=True)
+            fd, path = tempfile.mkstemp(dir=self._spill_dir, prefix="output-", suffix=".log")
+            self._spill_path = path
+            self._spill = os.fdopen(fd, "wb")
+            # In the order read: the head (whose last piece may be the front of the
+            # chunk being added, whose rest is `pending`), the tail, then `pending`.
+            for kept in (*self._head, *self._kept_tail(), pending):
+                self._spill.write(kept.data)
+        except OSError as error:
+            self._give_up_spill(error)
+
+    def _give_up_spill(self, error: OSError) -> None:
+        """Stop keeping the whole output: remove the partial file, remember why.
+
+        A full disk must not cost the command's output and exit status, nor
+        stay full of a file that holds only part of it.
+        """
+        self._spill_error = error.strerror or str(error) or type(error).__name__
+        # Not tried again for this output: it would hold a part, not the whole.
+        self._spill_dir = None
+        spill, self._spill = self._spill, None
+        if spill is not None:
+            # Its flush fails the same way; the descriptor is closed all the same.
+            with contextlib.suppress(OSError):
+                spill.close()
+        path, self._spill_path = self._spill_path, None
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
     @property
     def truncated(self) -> bool:
@@ -322,14 +360,25 @@ class OutputBuffer:
             return None
         self.close()
         return Elision(
-            at=len(self._head), bytes=self.dropped, lines=self.dropped_lines, spill=self._spill_path
+            at=len(self._head),
+            bytes=self.dropped,
+            lines=self.dropped_lines,
+            spill=self._spill_path,
+            spill_error=self._spill_error,
         )
 
     def close(self) -> None:
-        """Finish the spill file, if there is one (a second call does nothing)."""
-        spill, self._spill = self._spill, None
+        """Finish the spill file, if there is one (a second call does nothing).
+
+        A spill whose last bytes cannot be written is given up (see the class).
+        """
+        spill = self._spill
         if spill is not None:
-            spill.close()
+            try:
+                spill.close()
+            except OSError as error:
+                self._give_up_spill(error)
+            self._spill = None
 
     def chunks(self) -> tuple[Chunk, ...]:
         """The kept chunks, in order."""

@@ -62,9 +62,15 @@ def encode_elision(elided: Elision | None) -> str | None:
     """Where an output was cut, as the JSON text a journal stores (`None` for an uncut one)."""
     if elided is None:
         return None
-    return json.dumps(
-        {"at": elided.at, "bytes": elided.bytes, "lines": elided.lines, "spill": elided.spill}
-    )
+    fields: dict[str, object] = {
+        "at": elided.at,
+        "bytes": elided.bytes,
+        "lines": elided.lines,
+        "spill": elided.spill,
+    }
+    if elided.spill_error is not None:
+        fields["spill_error"] = elided.spill_error
+    return json.dumps(fields)
 
 
 def decode_elision(text: str | None) -> Elision | None:
@@ -82,6 +88,7 @@ def decode_elision(text: str | None) -> Elision | None:
             bytes=int(fields["bytes"]),
             lines=int(fields["lines"]),
             spill=None if fields.get("spill") is None else str(fields["spill"]),
+            spill_error=None if fields.get("spill_error") is None else str(fields["spill_error"]),
         )
     except (ValueError, TypeError, KeyError) as error:
         raise JournalError(f"a stored output's cut is damaged: {text[:100]!r}") from error

@@ -430,6 +430,41 @@ def sftp_os_error(error: BaseException, path: str | None = None) -> OSError | No
     return OSError(errno.EIO, words, *(() if path is None else (path,)))
 
 
+async def sftp_space_error(sftp: Any, directory: bytes, size: int) -> OSError | None:
+    """ENOSPC, when a write of `size` bytes into `directory` failed for want of room.
+
+    OpenSSH's sftp-server answers a full disk (ENOSPC, as a quota's EDQUOT)
+    with the generic status `Failure`: the reason is read afterwards from the
+    folder's file system (`statvfs@openssh.com`), while the partial temporary
+    file still holds what did fit. Fewer bytes free than the write needs, or
+    no inode free, is a full disk; anything else (or a server without the
+    extension, or a statvfs that fails) is None, and the status goes on.
+
+    Args:
+        sftp: The SFTP client the write failed on.
+        directory: The folder written into (empty: the login folder).
+        size: The bytes the write was to store.
+
+    """
+    try:
+        space = await sftp.statvfs(directory or b".")
+    except Exception:  # An old server or a lost connection: nothing is known.
+        return None
+    free = space.bavail * (space.frsize or space.bsize)
+    if free < size or (space.files and not space.favail):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return None
+
+
+def is_generic_failure(error: BaseException) -> bool:
+    """Whether `error` is SFTP's catch-all status `Failure` (which may hide a full disk)."""
+    if not _loaded():
+        return False
+    import asyncssh
+
+    return type(error) is asyncssh.SFTPFailure
+
+
 def makedirs_error(error: BaseException) -> OSError | None:
     """An SFTP `makedirs` that met a file where a folder should be, as the OS says it.
 

@@ -67,12 +67,14 @@ from executor._ssh.errors import (
     connection_lost,
     file_errors,
     is_channel_refusal,
+    is_generic_failure,
     is_lost,
     is_missing,
     is_unsupported,
     known_hosts_error,
     makedirs_error,
     refused_at_limit,
+    sftp_space_error,
     sftp_start_error,
     translated,
 )
@@ -829,13 +831,23 @@ async def _write_atomically(sftp: Any, path: bytes, content: bytes) -> None:
                 if not is_unsupported(error):
                     raise
         await sftp.posix_rename(temporary, path)
-    except BaseException:
+    except BaseException as error:
+        # SFTP's `Failure` says no more than that: a full disk is told apart here.
+        full: OSError | None = None
+        generic = is_generic_failure(error)
 
         async def remove() -> None:
+            nonlocal full
+            if generic:
+                # Asked before the partial file goes, while the disk is as the write left it.
+                with anyio.move_on_after(_REMOTE_SLACK):
+                    full = await sftp_space_error(sftp, directory, len(content))
             with contextlib.suppress(Exception), anyio.move_on_after(_REMOTE_SLACK):
                 await sftp.remove(temporary)
 
         await run_to_completion(remove)
+        if full is not None:
+            raise full from error
         raise
 
 

@@ -1,6 +1,6 @@
 """`RayExecutor`: commands on a Ray cluster's node, through an actor holding a `LocalExecutor`.
 
-`pip install executor[ray]`. The executor places one actor (see
+`pip install tool-executor[ray]`. The executor places one actor (see
 `executor._ray.node`) by resources, a custom resource, a node id or a
 placement group bundle, at the first command or on `async with`. Commands
 go to that actor over a TCP connection of their own (see
@@ -49,7 +49,7 @@ from executor._ray.node import (
 from executor._sandbox.sandbox import Sandbox
 
 _T = TypeVar("_T")
-_INSTALL = "RayExecutor needs Ray: pip install 'executor[ray]'"
+_INSTALL = "RayExecutor needs Ray: pip install 'tool-executor[ray]'"
 # Seconds to connect to an actor's channel before commands fall back to Ray's calls.
 _CONNECT_TIMEOUT = 5.0
 

@@ -87,7 +87,7 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-_INSTALL_HINT: Final = "SshExecutor needs asyncssh: pip install 'executor[ssh]'"
+_INSTALL_HINT: Final = "SshExecutor needs asyncssh: pip install 'tool-executor[ssh]'"
 # Channels of the connection that commands never take: the SFTP subsystem and
 # the channel that kills trees (OpenSSH counts both against MaxSessions).
 _RESERVED_CHANNELS: Final = 2
@@ -158,7 +158,7 @@ def _sessions(_: object, attribute: attrs.Attribute[int], value: int) -> None:
 
 @attrs.define(eq=False)
 class SshExecutor(CommandRunner):
-    """Runs commands on a remote host over one SSH connection (`executor[ssh]`, asyncssh).
+    """Runs commands on a remote host over one SSH connection (`tool-executor[ssh]`, asyncssh).
 
     The connection opens at the first command and is reused: every command
     is a channel of its own on it, and up to `max_sessions - 2` run at once

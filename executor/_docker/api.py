@@ -106,8 +106,10 @@ def _tls_context() -> ssl.SSLContext:
 class Connection:
     """One connection to the engine, with a read buffer; after an upgrade, the raw stream."""
 
-    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+    def __init__(self, stream: anyio.abc.ByteStream, address: str = "") -> None:
         self.stream = stream
+        # Where the engine is, for error messages.
+        self.address = address
         self._buffer = bytearray()
         self.reusable = True
         self._closed = False
@@ -120,6 +122,11 @@ class Connection:
         self._socket: socket.socket | None = None
         if isinstance(stream, anyio.abc.UNIXSocketStream):
             self._socket = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+
+    @property
+    def where(self) -> str:
+        """` at ADDRESS`, or nothing when the address is not known: for messages."""
+        return f" at {self.address}" if self.address else ""
 
     async def receive(self, max_bytes: int = _READ) -> bytes:
         """Bytes from the buffer first, then from the stream; `b""` at the end."""
@@ -170,7 +177,7 @@ class Connection:
                 raise EngineError("the engine's reply is not HTTP")
             start = max(0, len(self._buffer) - len(delimiter) + 1)
             if not await self._fill():
-                raise EngineError("the engine closed the connection")
+                raise EngineError(f"the Docker engine{self.where} closed the connection")
 
     async def _fill(self) -> bytes:
         data = await self._receive(_READ)
@@ -208,7 +215,12 @@ class Connection:
         """
         sock = self._socket
         if sock is None:
-            await self.stream.send(data)
+            # A TCP, TLS or `ssh` stream says so with anyio's own errors: the
+            # callers expect the OSError a socket gives, whatever the stream.
+            try:
+                await self.stream.send(data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError) as error:
+                raise BrokenPipeError(f"the connection is broken: {error!r}") from error
             return
         await anyio.lowlevel.checkpoint()
         view = memoryview(data)
@@ -263,7 +275,9 @@ class Response:
                 while left:
                     data = await conn.receive(min(left, _READ))
                     if not data:
-                        raise EngineError("the engine closed the connection mid-reply")
+                        raise EngineError(
+                            f"the Docker engine{conn.where} closed the connection mid-reply"
+                        )
                     left -= len(data)
                     yield data
                 await conn.receive_exactly(2)
@@ -271,7 +285,9 @@ class Response:
             while self._remaining:
                 data = await conn.receive(min(self._remaining, _READ))
                 if not data:
-                    raise EngineError("the engine closed the connection mid-reply")
+                    raise EngineError(
+                        f"the Docker engine{conn.where} closed the connection mid-reply"
+                    )
                 self._remaining -= len(data)
                 yield data
         else:
@@ -355,7 +371,11 @@ class EngineClient:
             raise EngineError(
                 f"cannot reach the Docker engine at {self.address}: {error.strerror or error}"
             ) from error
-        return Connection(stream)
+        return Connection(stream, self.address)
+
+    def gone(self, reason: str) -> EngineError:
+        """The error for an engine that went away mid-conversation, saying where and why."""
+        return EngineError(f"the Docker engine at {self.address} is gone: {reason}")
 
     async def _acquire(self) -> Connection:
         if self._closed:
@@ -401,11 +421,16 @@ class EngineClient:
             if content_type:
                 lines.append(f"Content-Type: {content_type}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode()
-        await conn.send(head + body if body is not None and len(body) < _READ else head)
-        if body is not None and len(body) >= _READ:
-            view = memoryview(body)
-            for start in range(0, len(body), 1 << 20):
-                await conn.send(bytes(view[start : start + (1 << 20)]))
+        try:
+            await conn.send(head + body if body is not None and len(body) < _READ else head)
+            if body is not None and len(body) >= _READ:
+                view = memoryview(body)
+                for start in range(0, len(body), 1 << 20):
+                    await conn.send(bytes(view[start : start + (1 << 20)]))
+        except OSError as error:
+            # The engine went away (or closed a kept-alive connection): an
+            # EngineError, so `stream` tries once more on a new connection.
+            raise self.gone(error.strerror or str(error) or type(error).__name__) from error
         raw = await conn.receive_until(b"\r\n\r\n", _MAX_HEAD)
         status_line, *header_lines = raw.decode("latin-1").split("\r\n")
         parts = status_line.split(" ", 2)
@@ -578,6 +603,34 @@ class EngineClient:
             "POST", f"/exec/{exec_id}/start", json_body={"Detach": False, "Tty": tty}
         )
         return conn
+
+    async def went_away(self, container_id: str, *, wait: float) -> str | None:
+        """Why an exec ended that its command did not end: the engine or the container went away.
+
+        Asks the engine about the container until it stops, or the engine
+        cannot be asked, for up to `wait` seconds: a stopping engine kills
+        the container's processes a moment before it says the container
+        stopped, or stops answering. `None` when the container runs on.
+        """
+        short = container_id[:12]
+        with anyio.move_on_after(wait):
+            while True:
+                try:
+                    info = await self.request_json("GET", f"/containers/{container_id}/json")
+                except EngineError as error:
+                    if not error.status:
+                        return str(error)
+                    where = f"on the Docker engine at {self.address}"
+                    return f"the container {short} {where} is gone: {error}"
+                state = (info or {}).get("State") or {}
+                if not state.get("Running") or state.get("Restarting"):
+                    code = state.get("ExitCode")
+                    return (
+                        f"the container {short} on the Docker engine at {self.address}"
+                        f" stopped (exit code {code})"
+                    )
+                await anyio.sleep(0.05)
+        return None
 
     async def aclose(self) -> None:
         """Close every idle connection and refuse new requests."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
@@ -251,8 +252,11 @@ async def build_image(
             content_type="application/x-tar",
         ) as response:
             pending = ""
+            # One decoder across reads: a character split between two reads
+            # is decoded whole, not as two U+FFFD.
+            text = codecs.getincrementaldecoder("utf-8")(errors="replace")
             async for piece in response.iter_bytes():
-                pending += piece.decode("utf-8", "replace")
+                pending += text.decode(piece)
                 while pending := pending.lstrip():
                     try:
                         message, end = decoder.raw_decode(pending)

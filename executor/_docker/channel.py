@@ -11,6 +11,7 @@ stays with the caller.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import json
 import pathlib
@@ -28,6 +29,8 @@ STARTED, OUT, ERR, EXIT, FAILED, KILLED, READY, CLOSED = 10, 11, 12, 13, 14, 15,
 _HEADER: Final = struct.Struct(">BII")
 # How long the helper may take to say it is ready.
 _READY_TIMEOUT: Final = 20.0
+# How long an ended helper's container or engine may take to show it went away.
+_GONE_WAIT: Final = 2.0
 
 Event = tuple[int, bytes]
 
@@ -45,10 +48,15 @@ class _Queue:
 class Channel:
     """One helper exec, shared by every command of an executor."""
 
-    def __init__(self, api: EngineClient, conn: Connection, exec_id: str) -> None:
+    def __init__(
+        self, api: EngineClient, conn: Connection, exec_id: str, container_id: str = ""
+    ) -> None:
         self._api = api
         self._conn = conn
         self.exec_id = exec_id
+        self.container_id = container_id
+        # Why the helper ended, once asked (see `_gone`).
+        self._reason: str | None = None
         self._ids = itertools.count(1)
         self._queues: dict[int, _Queue] = {}
         self._read_lock = anyio.Lock()
@@ -80,7 +88,7 @@ class Channel:
             config["User"] = user
         exec_id = await api.create_exec(container_id, config)
         conn = await api.attach_exec(exec_id, tty=False)
-        channel = cls(api, conn, exec_id)
+        channel = cls(api, conn, exec_id, container_id)
         try:
             with anyio.fail_after(_READY_TIMEOUT):
                 channel._queues.setdefault(0, _Queue())
@@ -112,7 +120,7 @@ class Channel:
     async def send(self, kind: int, ident: int, payload: bytes = b"") -> None:
         """Send one request, whole: a cancelled send never leaves half a frame."""
         if self.closed:
-            raise ExecutorError("the helper is gone")
+            raise await self._gone()
         frame = _HEADER.pack(kind, ident, len(payload)) + payload
         async with self._write_lock:
             try:
@@ -120,7 +128,7 @@ class Channel:
                 await run_to_completion(lambda: self._conn.send(frame))
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as error:
                 self.closed = True
-                raise ExecutorError("the helper is gone") from error
+                raise await self._gone() from error
 
     async def send_json(self, kind: int, ident: int, value: Any) -> None:
         """Send one request with a JSON payload."""
@@ -146,14 +154,28 @@ class Channel:
         if queue.items:
             return
         if self.closed:
-            raise self._gone()
+            raise await self._gone()
         async with self._read_lock:
             if not queue.items:
                 await self._read_one()
 
-    def _gone(self) -> ExecutorError:
+    async def _gone(self) -> ExecutorError:
+        """The error for every call once the helper ended, saying why where the engine can tell.
+
+        The helper ends only when its input does: an end it did not choose
+        is the container's (stopped, removed) or the engine's (stopped,
+        unreachable), asked once and remembered.
+        """
+        if self._reason is None and not self._shut:
+            self._reason = ""
+            if self.container_id:
+                with contextlib.suppress(ExecutorError):
+                    self._reason = (
+                        await self._api.went_away(self.container_id, wait=_GONE_WAIT) or ""
+                    )
         said = self._stderr.decode("utf-8", "replace").strip()[-1000:]
-        return ExecutorError(f"the helper is gone{': ' + said if said else ''}")
+        why = "; ".join(part for part in (self._reason, said) if part)
+        return ExecutorError(f"the helper is gone{': ' + why if why else ''}")
 
     async def _read_one(self) -> None:
         # Whole helper frames are taken from the buffer only, so a cancelled

@@ -600,6 +600,7 @@ class DockerExecutor(CommandRunner):
             signal_group=signal_group,
             kill_below=kill_below,
             tty=tty,
+            container_id=container_id,
         )
 
     async def _helper_channel(self) -> Channel | None:

@@ -41,6 +41,8 @@ _STDIN_BLOCK: Final = 1 << 16
 _STDOUT_MARKER_WAIT: Final = 5.0
 # How long the engine may take to report an exec over once its output ended.
 _EXEC_END_WAIT: Final = 5.0
+# How long a killed exec's container or engine may take to show it went away.
+_GONE_WAIT: Final = 0.5
 # Seconds a kill through the helper may take beyond its grace.
 _KILL_WAIT: Final = 10.0
 # The signal the OOM killer sends (its number on Linux, where containers run).
@@ -216,9 +218,13 @@ class ExecRun(Run, Arrivals):
         signal_group: SignalGroup,
         kill_below: KillBelow | None = None,
         tty: bool = False,
+        container_id: str = "",
     ) -> None:
         self.marker = b"\0" + nonce + b" "
         self._api = api
+        self._container_id = container_id
+        # Set once this executor kills the tree: an exec ended by it is the command's own end.
+        self._killing = False
         self.exec_id = exec_id
         self._conn = conn
         self._kill_tree = kill_tree
@@ -360,18 +366,37 @@ class ExecRun(Run, Arrivals):
         # No marker: the wrapper itself was killed. The engine knows how it
         # ended, once its exec is over (the output can end a moment before).
         info: dict[str, Any] = {}
-        with anyio.move_on_after(_EXEC_END_WAIT):
-            while True:
-                info = await self._api.request_json("GET", f"/exec/{self.exec_id}/json")
-                if not info.get("Running") and info.get("ExitCode") is not None:
-                    break
-                await anyio.sleep(0.02)
+        try:
+            with anyio.move_on_after(_EXEC_END_WAIT):
+                while True:
+                    info = await self._api.request_json("GET", f"/exec/{self.exec_id}/json")
+                    if not info.get("Running") and info.get("ExitCode") is not None:
+                        break
+                    await anyio.sleep(0.02)
+        except EngineError as error:
+            # Gone with the engine (unreachable), or with the container (no such exec).
+            raise await self._gone(str(error)) from error
         code = int(info.get("ExitCode") or 0)
+        if self._container_id and not self._killing and (code == 128 + _SIGKILL or not info):
+            # A wrapper that traps every other signal died of SIGKILL: the
+            # OOM killer's, or the engine's as it stops the container (a
+            # stopping engine, a `docker stop`). The latter is no end of the
+            # command's own, and must not read as one (nor as an OOM kill).
+            reason = await self._api.went_away(self._container_id, wait=_GONE_WAIT)
+            if reason is not None:
+                raise await self._gone(reason)
         # The inspect has no signal field: a death by signal N is `ExitCode`
         # 128 + N. The wrapper leaves only by its `exit` after the marker, so an
         # exec without one was ended by a signal: 128 + N here means signal N.
         self._exit = Exit(code, signal_of(code))
         return self._exit
+
+    async def _gone(self, reason: str) -> ExecutorError:
+        """The error for an exec that ended with the container or the engine, not by itself."""
+        if self._container_id and "Docker engine" not in reason:
+            # The exec's own error (no such exec, say) tells less than the container's state.
+            reason = await self._api.went_away(self._container_id, wait=_GONE_WAIT) or reason
+        return ExecutorError(f"the command did not end by itself: {reason}")
 
     async def write(self, data: bytes) -> None:
         """Send `data` up the connection to the exec's stdin."""
@@ -399,6 +424,7 @@ class ExecRun(Run, Arrivals):
 
     async def kill(self, grace: float) -> None:
         """Kill the command's tree in the container (also what it left after its exit)."""
+        self._killing = True
         await self._kill_tree(grace)
 
     async def kill_descendants(self, pid: int) -> None:

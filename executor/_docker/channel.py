@@ -57,6 +57,8 @@ class Channel:
         self.container_id = container_id
         # Why the helper ended, once asked (see `_gone`).
         self._reason: str | None = None
+        # Set once the helper said it is ready: one that never was failed on its own.
+        self._ready = False
         self._ids = itertools.count(1)
         self._queues: dict[int, _Queue] = {}
         self._read_lock = anyio.Lock()
@@ -105,6 +107,7 @@ class Channel:
             await conn.aclose()
             raise
         channel._queues.pop(0, None)
+        channel._ready = True
         return channel
 
     def new_id(self) -> int:
@@ -164,9 +167,10 @@ class Channel:
 
         The helper ends only when its input does: an end it did not choose
         is the container's (stopped, removed) or the engine's (stopped,
-        unreachable), asked once and remembered.
+        unreachable), asked once and remembered. Not asked of a helper
+        that never started (no Python, say): its own stderr says why.
         """
-        if self._reason is None and not self._shut:
+        if self._reason is None and self._ready and not self._shut:
             self._reason = ""
             if self.container_id:
                 with contextlib.suppress(ExecutorError):

@@ -160,7 +160,7 @@ def _memory(value: int | str | None) -> int | None:
 
 @attrs.define(eq=False)
 class DockerExecutor(CommandRunner):
-    """Runs commands in a Docker container, through the Engine API (`pip install executor[docker]`).
+    """Runs commands in a Docker container, through the Engine API (`tool-executor[docker]`).
 
     Give an `image` to start a new container (or `build`, to build its image
     first), or `container` (a name or id) to use one that runs already. A

@@ -43,6 +43,8 @@ class ShellJob(Job):
         self._signal: int | None = None
         self._killed = False
         self._failure: BaseException | None = None
+        # What ended it past its timeout or idle timeout, to raise again as it was.
+        self.timed_out: TimedOut | None = None
         self._done = anyio.Event()
         self._changed = anyio.Event()
         self._live = False
@@ -61,6 +63,7 @@ class ShellJob(Job):
                 try:
                     output = await session.finalize()
                 except TimedOut as error:
+                    self.timed_out = error
                     self._end(error.output, JobState.TIMED_OUT)
                 except CommandError as error:
                     killed = self._killed or error.output.signal is not None

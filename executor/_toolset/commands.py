@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast
 from executor._core.base import ToolExecutor, call_sink
 from executor._core.commands import Command
 from executor._core.errors import CommandError, ExecutorError, InvalidArgument
-from executor._core.jobs import Job
+from executor._core.jobs import Job, JobState
 from executor._core.output import Chunk, CommandOutput, Sink
 from executor._core.render import for_model
 from executor._core.stdin import UnixSignal
@@ -246,7 +246,12 @@ class CommandTools:
         """
         check_count(max_bytes, "max_bytes", 1 << 20)
         job = await self._job(context, job_id)
-        return _job_output(await job.read(max_bytes=max_bytes), self._limits.budget)
+        text = _job_output(await job.read(max_bytes=max_bytes), self._limits.budget)
+        status = getattr(job, "status", None)
+        if callable(status) and getattr(status(), "state", None) is JobState.TIMED_OUT:
+            # The exit status says only that a signal ended it; the model needs to know why.
+            text = f"{text}\n[the job ran past its timeout or idle timeout and was killed]"
+        return text
 
     async def job_write(self, context: ToolsetContext, job_id: str, text: str) -> str:  # noqa: D417
         """Write text to a background job's standard input (end a line with a newline).

@@ -261,7 +261,11 @@ class Yielded:
         if status.state is JobState.RUNNING:
             return job
         del self._jobs[(id(executor), job.id)]
-        return _ended(await job.read(), status, cmd.timeout)
+        output = await job.read()
+        if job.timed_out is not None:
+            # Its own error, idle or not, with all the output it had.
+            raise TimedOut(job.timed_out.timeout, output, idle=job.timed_out.idle)
+        return _ended(output, status, cmd.timeout)
 
     async def frame(
         self,

@@ -19,6 +19,25 @@ import anyio
 
 from executor._core.proc import TREE_VARIABLE
 
+# The process table both scripts read: the /proc entries of the processes
+# whose environment has an entry matching $1 (nothing at all when none has),
+# a line `--`, then `PID PPID PGID` of every live process. Only builtins run
+# per process; grep runs once.
+_PROCESSES: Final = r"""
+processes() {
+  tagged=$(grep -lz -e "$1" /proc/[0-9]*/environ 2>/dev/null)
+  [ -n "$tagged" ] || return 0
+  echo "$tagged"
+  echo --
+  for f in /proc/[0-9]*/stat; do
+    { read -r s < "$f"; } 2>/dev/null || continue
+    p=${f#/proc/}; p=${p%/stat}
+    set -- ${s##*) }
+    [ "$1" = Z ] || echo "$p $2 $3"
+  done
+}
+"""
+
 # Run as `sh -c KILL_SCRIPT sh PATTERN GRACE SETTLE` (GRACE and SETTLE in
 # hundredths of a second): end every process whose environment has an entry
 # matching PATTERN (a basic regex), every descendant of those (also one that
@@ -33,7 +52,9 @@ from executor._core.proc import TREE_VARIABLE
 # carries the tag only once its first process has exec'd. It prints how long
 # it ran (hundredths), for the caller to tell its own time from the round
 # trips'.
-KILL_SCRIPT: Final = r"""
+KILL_SCRIPT: Final = (
+    _PROCESSES
+    + r"""
 clock() {
   if { read -r u _ < /proc/uptime; } 2>/dev/null; then
     c=$(( ${u%.*} * 100 + 1${u#*.} - 100 ))
@@ -42,18 +63,7 @@ clock() {
   fi
 }
 find_tree() {
-  tagged=$(grep -lz -e "$1" /proc/[0-9]*/environ 2>/dev/null)
-  [ -n "$tagged" ] || return 0
-  {
-    echo "$tagged"
-    echo --
-    for f in /proc/[0-9]*/stat; do
-      { read -r s < "$f"; } 2>/dev/null || continue
-      p=${f#/proc/}; p=${p%/stat}
-      set -- ${s##*) }
-      [ "$1" = Z ] || echo "$p $2 $3"
-    done
-  } | awk '
+  processes "$1" | awk '
     !sep && $0 == "--" { sep = 1; next }
     !sep { sub("^/proc/", ""); sub("/environ$", ""); tag[$0] = 1; next }
     { parent[$1] = $2; group[$1] = $3 }
@@ -94,6 +104,7 @@ done
 echo "processes survived SIGKILL: $t" >&2
 exit 1
 """
+)
 
 # Run as `sh -c BELOW_SCRIPT sh PATTERN PID`: SIGKILL every descendant of
 # process PID, not PID itself, where PID belongs to the tree `KILL_SCRIPT`
@@ -103,21 +114,11 @@ exit 1
 # appears, so none can fork a child the kill would miss; then all of them
 # are killed at once. With PID outside the tree (gone, its number taken
 # again) nothing is sent. It prints how many processes it killed.
-BELOW_SCRIPT: Final = r"""
+BELOW_SCRIPT: Final = (
+    _PROCESSES
+    + r"""
 below() {
-  top=$2
-  tagged=$(grep -lz -e "$1" /proc/[0-9]*/environ 2>/dev/null)
-  [ -n "$tagged" ] || return 0
-  {
-    echo "$tagged"
-    echo --
-    for f in /proc/[0-9]*/stat; do
-      { read -r s < "$f"; } 2>/dev/null || continue
-      p=${f#/proc/}; p=${p%/stat}
-      set -- ${s##*) }
-      [ "$1" = Z ] || echo "$p $2"
-    done
-  } | awk -v top="$top" '
+  processes "$1" | awk -v top="$2" '
     !sep && $0 == "--" { sep = 1; next }
     !sep { sub("^/proc/", ""); sub("/environ$", ""); tag[$0] = 1; next }
     { parent[$1] = $2 }
@@ -150,6 +151,7 @@ set -- $stopped
 [ "$#" -eq 0 ] || kill -s KILL "$@" 2>/dev/null
 echo "$#"
 """
+)
 
 SETTLE: Final = 0.5
 """How long a kill looks again for a command that has only just started (see `KILL_SCRIPT`)."""

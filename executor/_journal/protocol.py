@@ -35,7 +35,7 @@ import anyio.lowlevel
 import attrs
 
 from executor._core.cleanup import run_to_completion
-from executor._core.errors import RunInterrupted
+from executor._core.errors import JournalError, RunInterrupted
 from executor._journal.codec import Outcome
 from executor._journal.keys import IdempotencyKey
 
@@ -198,8 +198,27 @@ async def acquire(
 
 
 async def settle(journal: Journal, claim: Claim, outcome: Outcome | None, *, ran: bool) -> None:
-    """Record `outcome` for `claim`, or abandon it when there is none; never cut short."""
-    if outcome is not None:
-        await run_to_completion(functools.partial(journal.complete, claim, outcome))
-    else:
+    """Record `outcome` for `claim`, or abandon it when there is none; never cut short.
+
+    Raises:
+        JournalError: The final could not be recorded (a full disk, say): the
+            run took place, so the error says how it ended and carries its
+            output, which would otherwise be lost; the key reads as
+            interrupted from then on, and is never run again unasked.
+    """
+    if outcome is None:
         await run_to_completion(functools.partial(journal.abandon, claim, ran=ran))
+        return
+    try:
+        await run_to_completion(functools.partial(journal.complete, claim, outcome))
+    except JournalError as error:
+        entry = claim.entry
+        ended = "succeeded" if outcome.ok else f"ended with {outcome.kind}"
+        if outcome.message:
+            ended += f" ({outcome.message})"
+        raise JournalError(
+            f"the run under key {entry.key} ({entry.name}) {ended}, but the journal could not "
+            f"record it: {error.message}. Its output is this error's; the key reads as "
+            "interrupted from now on",
+            outcome.output,
+        ) from error

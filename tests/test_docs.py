@@ -1,4 +1,4 @@
-"""Every ```python block of README.md runs, as a reader would run it.
+"""Every ```python block of README.md and of the manual (docs/**/*.md) runs, as a reader would.
 
 How a block is written:
 
@@ -27,11 +27,17 @@ How a block is written:
 - A ```python block that is not a program (a signature, say) is marked by
   the line `<!-- not run: the reason -->` right above it, and skipped with
   that reason. Use it sparingly: shell commands are ```sh blocks, not python.
+- A block may be indented (inside a list item or an admonition of the
+  manual): its fence's indentation is taken off every line. Its fence is
+  exactly ```python: a fence such as ```py or ```python title="x" would
+  not run, so it fails the test that reads the pages.
 
 Each block runs as `__main__` in a subprocess of its own, in a fresh empty
 folder (with `TMPDIR` inside the test's temporary folder), with a timeout.
-Its tracebacks name README.md and the README's own line numbers. It must
-exit 0 with nothing on stderr and leave no process, nor container, running.
+Its tracebacks name its page and the page's own line numbers. It must exit 0
+with nothing on stderr and leave no process, nor container, running. A
+test's id is the page, the heading the block is under and its line:
+`README.md:Quick start:31`, `docs/local.md:Streaming:40`.
 """
 
 from __future__ import annotations
@@ -52,20 +58,29 @@ from conftest import require_sandbox, tagged_processes
 from docker_engine import PYTHON_IMAGE, docker, require_engine
 from ssh_server import SshServer
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 TIMEOUT = 90
 
-NOT_RUN = re.compile(r"<!-- not run: (?P<reason>.+?) -->")
 
-# Runs one block as the module `__main__`: its source at the README's own
-# line numbers, awaited when it awaits at the top level.
+def pages() -> list[Path]:
+    """README.md, then every page of the manual, in order of their paths."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+NOT_RUN = re.compile(r"<!-- not run: (?P<reason>.+?) -->")
+FENCE = re.compile(r"(?P<indent> *)(?P<fence>```+|~~~+)(?P<info>.*)")
+
+# Runs one block as the module `__main__`: its source at its page's own line
+# numbers, awaited when it awaits at the top level.
 RUNNER = """\
 import ast, inspect, sys, types
 import anyio
-path, readme, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
+path, page, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
 with open(path, encoding="utf-8") as block:
     source = "\\n" * (first - 1) + block.read()
-code = compile(source, readme, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+code = compile(source, page, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 # A module of its own, so that the block sees none of these names.
 sys.modules["__main__"] = main = types.ModuleType("__main__")
 namespace = main.__dict__
@@ -96,10 +111,11 @@ SERVICES = {"DockerExecutor(": "docker", "SshExecutor(": "ssh", "Sandbox(": "san
 
 @attrs.frozen
 class Block:
-    """One ```python block of the README."""
+    """One ```python block of a page."""
 
+    page: Path
     line: int
-    """The README line of the block's first line of code."""
+    """The page's line of the block's first line of code."""
     code: str
     section: str
     """The heading it is under."""
@@ -107,40 +123,66 @@ class Block:
     """The reason of its `<!-- not run: ... -->` marker, if it has one."""
 
     @property
+    def name(self) -> str:
+        """The page, relative to the checkout: `README.md`, `docs/local.md`."""
+        return self.page.relative_to(ROOT).as_posix()
+
+    @property
+    def where(self) -> str:
+        """The page and line, as an error names them: `docs/local.md:40`."""
+        return f"{self.name}:{self.line}"
+
+    @property
     def services(self) -> list[str]:
         """The services it needs: "docker", "ssh", "sandbox"."""
         return [service for marker, service in SERVICES.items() if marker in self.code]
 
 
-def readme_blocks() -> list[Block]:
-    """The README's ```python blocks, in order."""
+def page_blocks(page: Path) -> list[Block]:
+    """The ```python blocks of `page`, in order.
+
+    Raises:
+        ValueError: A fence is never closed.
+    """
     blocks = []
-    lines = README.read_text(encoding="utf-8").splitlines()
+    lines = page.read_text(encoding="utf-8").splitlines()
     section = ""
     index = 0
     while index < len(lines):
         line = lines[index]
         if line.startswith("#"):
             section = line.lstrip("#").strip()
-        if line.startswith("```"):
-            end = lines.index("```", index + 1)
-            if line == "```python":
-                above = lines[index - 1] if index else ""
+        opening = FENCE.fullmatch(line)
+        if opening:
+            indent, fence = opening["indent"], opening["fence"]
+            end = next(
+                (
+                    number
+                    for number in range(index + 1, len(lines))
+                    if lines[number].strip() == fence and lines[number].startswith(indent)
+                ),
+                None,
+            )
+            if end is None:
+                raise ValueError(f"{page.name}:{index + 1}: the fence {fence} is never closed")
+            if opening["info"] == "python":
+                above = lines[index - 1].strip() if index else ""
                 marker = NOT_RUN.fullmatch(above)
-                code = "\n".join(lines[index + 1 : end]) + "\n"
+                body = [text.removeprefix(indent) for text in lines[index + 1 : end]]
+                code = "\n".join(body) + "\n"
                 reason = marker["reason"] if marker else None
-                blocks.append(Block(index + 2, code, section, reason))
+                blocks.append(Block(page, index + 2, code, section, reason))
             index = end
         index += 1
     return blocks
 
 
-BLOCKS = readme_blocks()
+BLOCKS = [block for page in pages() for block in page_blocks(page)]
 
 
 def block_id(block: Block) -> str:
-    """A test id: the section and the line, e.g. `Quick start:31`."""
-    return f"{block.section}:{block.line}"
+    """A test id: the page, the section and the line, e.g. `README.md:Quick start:31`."""
+    return f"{block.name}:{block.section}:{block.line}"
 
 
 def comments(code: str) -> list[tuple[str, str]]:
@@ -153,14 +195,44 @@ def comments(code: str) -> list[tuple[str, str]]:
     return found
 
 
-def test_the_readme_has_python_blocks_and_markers_only_before_them() -> None:
-    """The README holds python blocks to run, and each not-run marker stands before one."""
+def test_the_pages_have_python_blocks_and_markers_only_before_them() -> None:
+    """The pages hold python blocks to run; a marker stands before one; no python block hides."""
+    assert pages()[0] == README
+    assert len(pages()) > 1, "the manual has no page"
+    assert any(block.page == README for block in BLOCKS), "README.md has no python block"
     assert len(BLOCKS) >= 10
-    lines = README.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines):
-        if NOT_RUN.search(line):
-            assert NOT_RUN.fullmatch(line), f"README.md:{number + 1}: malformed marker"
-            assert lines[number + 1] == "```python", f"README.md:{number + 1}: no block after it"
+    for page in pages():
+        name = page.relative_to(ROOT).as_posix()
+        lines = page.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            if NOT_RUN.search(line):
+                assert NOT_RUN.fullmatch(line.strip()), f"{name}:{number + 1}: malformed marker"
+                following = lines[number + 1].strip() if number + 1 < len(lines) else ""
+                assert following == "```python", f"{name}:{number + 1}: no block after it"
+            fence = FENCE.fullmatch(line)
+            info = fence["info"].strip() if fence else ""
+            # A python block under another name would be shown, never run.
+            assert not fence or info == "python" or not info.startswith("py"), (
+                f"{name}:{number + 1}: a fence {fence and fence['fence']}{info}: "
+                "write ```python (run as a test) or mark it not run"
+            )
+
+
+def test_an_indented_block_is_read_and_an_unclosed_fence_named(tmp_path: Path) -> None:
+    """A block inside a list item loses its indentation; a fence never closed is an error."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Title\n\n## Part\n\n1. A step:\n\n    ```python\n    print(1)\n    ```\n"
+        "\n<!-- not run: a signature -->\n```python\ndef f(x: int) -> int: ...\n```\n"
+    )
+    blocks = page_blocks(page)
+    assert [(b.line, b.code, b.section, b.not_run) for b in blocks] == [
+        (8, "print(1)\n", "Part", None),
+        (13, "def f(x: int) -> int: ...\n", "Part", "a signature"),
+    ]
+    page.write_text("# Title\n\n```python\nprint(1)\n")
+    with pytest.raises(ValueError, match=r"page.md:3: the fence ``` is never closed"):
+        page_blocks(page)
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=block_id)
@@ -172,7 +244,7 @@ def test_placeholders_are_documented_in_the_block(block: Block) -> None:
         for line, comment in lines:
             if placeholder in line.partition("#")[0]:
                 assert comment.strip() or words in every_comment, (
-                    f"README.md:{block.line}: {placeholder} is not explained by a comment"
+                    f"{block.where}: {placeholder} is not explained by a comment"
                 )
 
 
@@ -281,7 +353,7 @@ def test_block_runs(block: Block, tmp_path: Path, request: pytest.FixtureRequest
     cwd.mkdir()
     temporary.mkdir()
     process = subprocess.Popen(
-        [sys.executable, "-c", RUNNER, str(source), str(README), str(block.line)],
+        [sys.executable, "-c", RUNNER, str(source), str(block.page), str(block.line)],
         cwd=cwd,
         env={**os.environ, "TMPDIR": str(temporary)},
         stdout=subprocess.PIPE,
@@ -294,15 +366,15 @@ def test_block_runs(block: Block, tmp_path: Path, request: pytest.FixtureRequest
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
-        pytest.fail(f"README.md:{block.line} ran past {TIMEOUT} s:\n{stdout}\n{stderr}")
+        pytest.fail(f"{block.where} ran past {TIMEOUT} s:\n{stdout}\n{stderr}")
     finally:
         left = "docker" in block.services and containers_of(process.pid)
         for container in left or ():
             docker("rm", "-f", container, check=False)
-    assert process.returncode == 0, f"README.md:{block.line} failed:\n{stdout}\n{stderr}"
-    assert stderr == "", f"README.md:{block.line} wrote on stderr:\n{stderr}"
-    assert not left, f"README.md:{block.line} left containers behind: {left}"
+    assert process.returncode == 0, f"{block.where} failed:\n{stdout}\n{stderr}"
+    assert stderr == "", f"{block.where} wrote on stderr:\n{stderr}"
+    assert not left, f"{block.where} left containers behind: {left}"
     assert wait_until(lambda: not tagged_processes(process.pid), 5), (
-        f"README.md:{block.line} left processes running: {sorted(tagged_processes(process.pid))}"
+        f"{block.where} left processes running: {sorted(tagged_processes(process.pid))}"
     )
-    assert not any(temporary.iterdir()), f"README.md:{block.line} left {list(temporary.iterdir())}"
+    assert not any(temporary.iterdir()), f"{block.where} left {list(temporary.iterdir())}"

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import signal
 
-from executor._core.output import CommandOutput
+import attrs
+
+from executor._core.output import Chunk, CommandOutput, Elision, count_newlines
 
 DEFAULT_BUDGET = 16_000
 """Characters of output a model is given by default: enough to act on, too few to flood it."""
@@ -71,7 +73,11 @@ def for_model(output: CommandOutput, *, budget: int = DEFAULT_BUDGET, status: bo
         raise ValueError(f"budget must be >= 1, got {budget}")
     text = output.text()
     if len(text) > budget:
-        text = _cut(text, budget)
+        elided = output.elided
+        if elided is not None and 0 <= elided.at <= len(output.chunks):
+            text = _cut_again(output, elided, budget)
+        else:
+            text = _cut(text, budget)
     line = status_line(output) if status else None
     if line is None:
         return text
@@ -105,3 +111,64 @@ def _cut(text: str, budget: int) -> str:
     characters = sum(len(line) for line in missing)
     marker = f"[... {len(missing)} lines ({characters} characters) elided ...]\n"
     return "".join(head) + marker + "".join(tail)
+
+
+def _cut_again(output: CommandOutput, elided: Elision, budget: int) -> str:
+    """The text of an output the executor cut already, cut again around that cut.
+
+    Cutting the text by lines would hide the executor's marker among the
+    lines left out, with its count (a flood of 100 MB would read as a cut of
+    a megabyte) and where the whole output was kept. Instead the head is cut
+    from its end and the tail from its start, and one marker counts both.
+    """
+    half = budget // 2
+    head, head_cut = _keep(output.chunks[: elided.at], half, from_start=True)
+    tail, tail_cut = _keep(output.chunks[elided.at :], budget - half, from_start=False)
+    cut = attrs.evolve(
+        elided,
+        at=len(head),
+        bytes=elided.bytes + len(head_cut) + len(tail_cut),
+        lines=elided.lines + count_newlines(head_cut) + count_newlines(tail_cut),
+    )
+    return attrs.evolve(output, chunks=head + tail, elided=cut).text()
+
+
+def _keep(
+    chunks: tuple[Chunk, ...], room: int, *, from_start: bool
+) -> tuple[tuple[Chunk, ...], bytes]:
+    """At most `room` bytes of `chunks`, from their start or their end, and the bytes left out.
+
+    The cut falls after the last newline kept (before the first, from the
+    end) where there is one, else between two characters.
+    """
+    total = sum(len(chunk.data) for chunk in chunks)
+    if total <= room:
+        return chunks, b""
+    data = b"".join(chunk.data for chunk in chunks)
+    if from_start:
+        end = room
+        newline = data.rfind(b"\n", 0, end)
+        if newline >= 0:
+            end = newline + 1
+        else:
+            # Not inside a character: back off over UTF-8 continuation bytes.
+            while end > 0 and data[end] & 0xC0 == 0x80 and room - end < 3:
+                end -= 1
+        start = 0
+    else:
+        start = total - room
+        newline = data.find(b"\n", start - 1, total)
+        if 0 <= newline < total - 1:
+            start = newline + 1
+        else:
+            while start < total and data[start] & 0xC0 == 0x80 and start - (total - room) < 3:
+                start += 1
+        end = total
+    kept: list[Chunk] = []
+    offset = 0
+    for chunk in chunks:
+        low, high = max(start, offset), min(end, offset + len(chunk.data))
+        if low < high:
+            kept.append(type(chunk)(chunk.data[low - offset : high - offset]))
+        offset += len(chunk.data)
+    return tuple(kept), data[:start] + data[end:]

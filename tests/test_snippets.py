@@ -1,6 +1,7 @@
 """The snippets in `snippets/` run as documented and print what their docs promise.
 
-At least one snippet per README section that shows code (see `SECTIONS`). A snippet
+At least one snippet per section of the manual (`docs/`) that shows code (see
+`SECTIONS`), so each page's topic is also shown as a whole program. A snippet
 that needs a service gets its address through the environment variables its
 docstring names: the Docker snippet the engine `DOCKER_HOST` names and the
 test image (`EXECUTOR_DOCKER_IMAGE`), the SSH snippet the private sshd of
@@ -28,43 +29,54 @@ from ray_cluster import LOOPBACK_ENV, RayCluster
 from ssh_server import SshServer
 
 SNIPPETS = Path(__file__).resolve().parent.parent / "snippets"
-README = SNIPPETS.parent / "README.md"
+DOCS = SNIPPETS.parent / "docs"
 FILES = sorted(path.name for path in SNIPPETS.glob("*.py"))
 
-# The README's sections that show code (`##` and `###` headings), each with
-# the snippets that show it at work.
+# The manual's sections that show code (`##` and `###` headings of the pages
+# in docs/, the API reference left out), as "page: heading", each with the
+# snippets that show it at work.
 SECTIONS: dict[str, list[str]] = {
-    "Quick start": ["quick_start.py"],
-    "Commands": ["commands.py", "shebang_scripts.py"],
-    "Output and errors": ["command_output.py"],
-    "LocalExecutor": ["local_executor.py"],
-    "Streaming": ["output_streaming.py"],
-    "Listing files": ["listing_files.py"],
-    "Confinement": ["confinement.py"],
-    "OS sandbox": ["os_sandbox.py"],
-    "SshExecutor": ["ssh_executor.py"],
-    "DockerExecutor": ["docker_executor.py"],
-    "Building images": ["docker_build.py"],
-    "Container state and logs": ["docker_state.py"],
-    "RayExecutor": ["ray_executor.py"],
-    "Wrappers and policies": ["policies.py", "scoped_executors.py", "custom_read_only_executor.py"],
-    "Validated arguments": ["argument_validation.py"],
-    "Tools": ["tools.py"],
-    "Streaming tools and events": ["streaming_tools.py"],
-    "Process sessions": ["process_sessions.py"],
-    "Persistent shells and jobs": ["persistent_shells.py"],
-    "Idempotent runs and crash recovery": ["idempotent.py", "journal.py"],
-    "Testing your own executor": ["fake_executor.py"],
-    "Framework adapters": ["adapters.py"],
-    "Agent stream events": ["agent_events.py"],
-    "Toolset": ["toolset.py"],
-    "Yield windows and idle timeouts": ["native_tools.py"],
-    "Native tools": ["native_tools.py"],
-    "MCP server": ["mcp_server.py"],
-    "Terminal": ["builtin_tools.py"],
-    "Code interpreter": ["builtin_tools.py"],
-    "Log tailer": ["builtin_tools.py"],
+    "index.md: A first program": ["quick_start.py", "command_output.py"],
+    "getting-started.md: Quick start: the library in your code": ["quick_start.py"],
+    "getting-started.md: Quick start: a toolset for an agent": ["toolset.py"],
+    "getting-started.md: Quick start: an MCP server for a client": ["mcp_server.py"],
+    "commands.md: Commands": ["commands.py", "shebang_scripts.py"],
+    "commands.md: Output": ["command_output.py"],
+    "local.md: Where commands run and what they see": ["local_executor.py"],
+    "local.md: Streaming": ["output_streaming.py"],
+    "local.md: Listing files": ["listing_files.py"],
+    "local.md: Confinement": ["confinement.py"],
+    "local.md: OS sandbox": ["os_sandbox.py"],
+    "ssh.md: Connecting": ["ssh_executor.py"],
+    "docker.md: Running commands in a container": ["docker_executor.py"],
+    "docker.md: Building images": ["docker_build.py"],
+    "docker.md: Container state and logs": ["docker_state.py"],
+    "ray.md: Placing an executor on a node": ["ray_executor.py"],
+    "policies.md: Stacking wrappers": ["policies.py"],
+    "policies.md: Scoped and read-only executors": ["scoped_executors.py"],
+    "policies.md: Command rules": ["policies.py"],
+    "policies.md: Your own policy": ["custom_read_only_executor.py"],
+    "policies.md: Validated arguments": ["argument_validation.py"],
+    "shells.md: Process sessions": ["process_sessions.py"],
+    "shells.md: Persistent shells and jobs": ["persistent_shells.py"],
+    "tools.md: Writing a tool": ["tools.py"],
+    "tools.md: Streaming tools and events": ["streaming_tools.py"],
+    "tools.md: Terminal": ["builtin_tools.py"],
+    "tools.md: Code interpreter": ["builtin_tools.py"],
+    "tools.md: Log tailer": ["builtin_tools.py"],
+    "tools.md: Idempotent runs and crash recovery": ["idempotent.py", "journal.py"],
+    "toolset.md: Toolset": ["toolset.py"],
+    "toolset.md: Yield windows and idle timeouts": ["native_tools.py"],
+    "toolset.md: Native tools": ["native_tools.py"],
+    "toolset.md: Framework adapters": ["adapters.py"],
+    "toolset.md: Agent stream events": ["agent_events.py"],
+    "mcp.md: Connecting a client": ["mcp_server.py"],
+    "testing.md: Running the contract": ["executor_contract.py"],
+    "testing.md: Testing an agent's tools without processes": ["fake_executor.py"],
 }
+
+# Seconds a snippet may run; it runs a test suite of its own.
+TIMEOUTS = {"executor_contract.py": 240}
 
 # What each service's snippet needs; the others need nothing but this machine.
 SERVICES = {
@@ -321,6 +333,10 @@ EXPECTED: dict[str, list[str]] = {
         "bus call_2: PROGRESS PROGRESS PROGRESS PARTIAL ERROR",
         "bus call_3: PROGRESS PROGRESS PROGRESS PARTIAL ERROR",
     ],
+    "executor_contract.py": [
+        "exit code 0",
+        "contract: 30 passed",
+    ],
     "fake_executor.py": [
         "tool: app.py, lib/util.py; last commit by Ada",
         "it wrote: b'2 files\\n'",
@@ -367,11 +383,11 @@ def run_snippet(
         start_new_session=True,
     )
     try:
-        stdout, stderr = process.communicate(timeout=60)
+        stdout, stderr = process.communicate(timeout=TIMEOUTS.get(name, 60))
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
-        pytest.fail(f"{name} ran past 60 s:\n{stdout}\n{stderr}")
+        pytest.fail(f"{name} ran past {TIMEOUTS.get(name, 60)} s:\n{stdout}\n{stderr}")
     completed = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     return completed, process.pid
 
@@ -394,14 +410,30 @@ def left_running(pid: int) -> set[int]:
     return left
 
 
-def test_every_readme_section_with_code_has_a_snippet() -> None:
-    """Each README section that shows code maps to snippets, and each snippet to a section."""
+def manual_sections() -> tuple[list[str], set[str]]:
+    """The manual's `##` and `###` headings as "page: heading", and those with python under them."""
     headings, with_python = [], set()
-    for line in README.read_text(encoding="utf-8").splitlines():
-        if match := re.fullmatch(r"#{2,3} (.+)", line):
-            headings.append(match[1])
-        elif line == "```python":
-            with_python.add(headings[-1])
+    for page in sorted(DOCS.rglob("*.md")):
+        if "reference" in page.relative_to(DOCS).parts:
+            continue
+        name = page.relative_to(DOCS).as_posix()
+        fenced, section = False, f"{name}: (above its first section)"
+        for line in page.read_text(encoding="utf-8").splitlines():
+            stripped = line.strip()
+            if stripped.startswith("```"):
+                # A `#` line inside a fence is code (a comment), not a heading.
+                if not fenced and stripped == "```python":
+                    with_python.add(section)
+                fenced = not fenced
+            elif not fenced and (match := re.fullmatch(r"#{2,3} (.+)", line)):
+                section = f"{name}: {match[1]}"
+                headings.append(section)
+    return headings, with_python
+
+
+def test_every_manual_section_with_code_has_a_snippet() -> None:
+    """Each manual section that shows code maps to snippets, and each snippet to a section."""
+    headings, with_python = manual_sections()
     assert set(SECTIONS) <= set(headings), set(SECTIONS) - set(headings)
     assert with_python <= set(SECTIONS), with_python - set(SECTIONS)
     assert all(SECTIONS.values()), [section for section, names in SECTIONS.items() if not names]

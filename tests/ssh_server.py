@@ -3,12 +3,13 @@
 `start_server()` runs `/usr/sbin/sshd -D -e` on 127.0.0.1 and a free port,
 with a host key, a client key and an `authorized_keys` file of its own in a
 temporary folder, and returns an `SshServer` that knows how to reach it and
-how to stop it (by pid). Nothing of the machine's own ssh setup is used or
-changed, except that, as root, a user `executor-ssh` with the login shell
-`/bin/sh` is created once: sshd runs every command through the user's login
-shell, and bash would source `~/.bashrc` each time (tens of milliseconds per
-command, and whatever output the file makes). Without root, the server runs
-as the current user and logs in as that user.
+how to stop it (by pid), or to restart it with or without the processes
+serving its connections (for the fault tests). Nothing of the machine's own
+ssh setup is used or changed, except that, as root, a user `executor-ssh`
+with the login shell `/bin/sh` is created once: sshd runs every command
+through the user's login shell, and bash would source `~/.bashrc` each time
+(tens of milliseconds per command, and whatever output the file makes).
+Without root, the server runs as the current user and logs in as that user.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import psutil
 
 if TYPE_CHECKING:
     from executor import SshExecutor
@@ -82,6 +84,43 @@ class SshServer:
             return (self.root / "sshd.log").read_text(errors="replace")
         except OSError:
             return ""
+
+    def serving(self) -> list[psutil.Process]:
+        """The sshd processes serving open connections (not the commands they started)."""
+        try:
+            below = psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+        found = []
+        for process in below:
+            with contextlib.suppress(psutil.Error):
+                if process.exe() == SSHD:
+                    found.append(process)
+        return found
+
+    def restart(self, *, sessions: bool) -> None:
+        """Stop sshd (SIGTERM, by pid) and start it again: the same port, keys and config.
+
+        Args:
+            sessions: Also SIGKILL (by pid) the sshd processes serving open
+                connections, as a service manager that stops sshd's whole
+                group does: every connection drops, and the commands they
+                started are left to whatever ends them. Without it this is
+                OpenSSH's own restart, which leaves open connections be.
+
+        Raises:
+            RuntimeError: sshd did not start again (its log is in the message).
+
+        """
+        serving = self.serving() if sessions else []
+        self.process.terminate()
+        self.process.wait(10)
+        for process in serving:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        self.process = _launch(self.root)
+        if not _listening(self.process, self.port):
+            raise RuntimeError(f"sshd did not start again on port {self.port}:\n{self.log()}")
 
     def stop(self) -> None:
         """Stop the server (by its pid) and remove its folder."""
@@ -209,14 +248,7 @@ def start_server(*, max_sessions: int = 10) -> SshServer | None:
     if os.geteuid() == 0:
         # Privilege separation needs this folder (the package makes it at boot).
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
-    log = open(root / "sshd.log", "wb")  # noqa: SIM115 (handed to the child)
-    with log:
-        process = subprocess.Popen(
-            [SSHD, "-D", "-e", "-f", str(config)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-        )
+    process = _launch(root)
     server = SshServer(
         host="127.0.0.1",
         port=port,
@@ -227,13 +259,32 @@ def start_server(*, max_sessions: int = 10) -> SshServer | None:
         root=root,
         process=process,
     )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            break
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return server
-        time.sleep(0.02)
+    if _listening(process, port):
+        return server
     message = server.log()
     server.stop()
     raise RuntimeError(f"sshd did not start on port {port}:\n{message}")
+
+
+def _launch(root: Path) -> subprocess.Popen[bytes]:
+    """Run sshd with the config in `root`, its log appended to `root/sshd.log`."""
+    log = open(root / "sshd.log", "ab")  # noqa: SIM115 (handed to the child)
+    with log:
+        return subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(root / "sshd_config")],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+        )
+
+
+def _listening(process: subprocess.Popen[bytes], port: int) -> bool:
+    """Wait up to 10 s for sshd to accept connections on `port`; False if it exited or did not."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return True
+        time.sleep(0.02)
+    return False

@@ -8,7 +8,7 @@ killing trees Linux's `/proc`, `awk` and a `grep` with `-z` (GNU or BusyBox).
 How a command runs there: sshd starts the user's login shell with a line
 this module writes, in a new session and process group (sshd calls
 `setsid()` for every command). The line exports a tag,
-`EXECUTOR_PROCESS_TREE=OWNER_PID:EXECUTOR_ID/N`, that every process the
+`EXECUTOR_PROCESS_TREE=OWNER_PID:EXECUTOR_ID/C/N`, that every process the
 command starts inherits, changes to the command's folder, applies its
 environment and `exec`s the program, so the login shell becomes it.
 OpenSSH ignores the signal requests of the SSH protocol, so a timeout, a
@@ -17,6 +17,19 @@ a short `sh` script there finds every process whose environment carries the
 tag (`grep -z` over `/proc/*/environ`) and their descendants (by parent
 links), sends SIGTERM to them and to the process groups they lead, waits
 out the grace period, and sends SIGKILL to what is left.
+
+What the executor cannot do is kill anything once its own process is gone
+(SIGKILLed, OOM-killed) or its connection is cut: sshd sends no signal to a
+command without a terminal when its channel or connection ends, so the tree
+would run on, reparented to init. So each connection carries a guard: a
+channel opened with the connection, before any command, that runs a short
+`sh` script reading its stdin until the end. The executor never writes to
+it; the end comes when sshd's process for the connection exits, whichever
+way the connection ended, and the guard then kills every tree started over
+that connection, as a timeout kills one (`KILL_SCRIPT`, the executor's
+grace). Tags carry the connection's number, `OWNER_PID:EXECUTOR_ID/C/N`, so
+a guard ends only its own connection's commands, never those the executor
+started since over a new one. A command costs nothing more for it.
 """
 
 from __future__ import annotations
@@ -58,7 +71,7 @@ from executor._core.errors import ExecutorError, TimedOut
 from executor._core.output import CommandOutput, Sink, Stdout
 from executor._core.proc import TREE_VARIABLE
 from executor._core.session import ProcessSession
-from executor._core.treekill import SETTLE, TreeKiller, below_argv, tree_pattern
+from executor._core.treekill import KILL_SCRIPT, SETTLE, TreeKiller, below_argv, tree_pattern
 from executor._files.rules import normalise_extensions
 from executor._ssh.errors import (
     ConnectAttempt,
@@ -88,9 +101,9 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 _INSTALL_HINT: Final = "SshExecutor needs asyncssh: pip install 'tool-executor[ssh]'"
-# Channels of the connection that commands never take: the SFTP subsystem and
-# the channel that kills trees (OpenSSH counts both against MaxSessions).
-_RESERVED_CHANNELS: Final = 2
+# Channels of the connection that commands never take: the SFTP subsystem, the
+# channel that kills trees and the guard (OpenSSH counts all against MaxSessions).
+_RESERVED_CHANNELS: Final = 3
 # A channel refused at the server's MaxSessions is asked for again this many
 # times, after 10 ms, 20 ms, ... (2.1 s in all).
 _CHANNEL_RETRIES: Final = 20
@@ -118,6 +131,21 @@ done
 [ -z "$group" ] || kill -s "$name" -- "-$group" 2>/dev/null
 exit 0
 """
+
+# Run as `sh -c GUARD sh PATTERN GRACE` in the guard channel (see the module's
+# docstring): wait for the end of stdin, which comes when sshd's process for
+# the connection exits, then kill every tree PATTERN finds (`KILL_SCRIPT` with
+# no settling). Its output goes nowhere then, the channel's reader being gone;
+# not before: the end of its output would have sshd send the channel's EOF.
+_GUARD_SCRIPT: Final = (
+    r"""
+trap '' HUP INT PIPE
+while read -r _; do :; done
+exec >/dev/null 2>&1
+set -- "$1" "$2" 0
+"""
+    + KILL_SCRIPT
+)
 
 
 def _remote_path(value: StrPath) -> str:
@@ -151,7 +179,8 @@ def _port(_: object, attribute: attrs.Attribute[int], value: int) -> None:
 def _sessions(_: object, attribute: attrs.Attribute[int], value: int) -> None:
     if value <= _RESERVED_CHANNELS:
         raise ValueError(
-            f"max_sessions must be > {_RESERVED_CHANNELS} (SFTP and kills take one each), "
+            f"max_sessions must be > {_RESERVED_CHANNELS} "
+            "(SFTP, kills and the connection's guard take one each), "
             f"got {value!r}"
         )
 
@@ -161,12 +190,16 @@ class SshExecutor(CommandRunner):
     """Runs commands on a remote host over one SSH connection (`tool-executor[ssh]`, asyncssh).
 
     The connection opens at the first command and is reused: every command
-    is a channel of its own on it, and up to `max_sessions - 2` run at once
-    (OpenSSH's `MaxSessions`, 10 by default, counts the SFTP channel and the
-    one that kills trees too); more wait for a free channel. Keepalives
-    notice a dead connection; one that dropped between commands is opened
-    again at the next command (a command that was running when it dropped
-    fails with `ExecutorError`; it is not run again).
+    is a channel of its own on it, and up to `max_sessions - 3` run at once
+    (OpenSSH's `MaxSessions`, 10 by default, counts the SFTP channel, the
+    one that kills trees and the connection's guard too); more wait for a
+    free channel. Keepalives notice a dead connection; one that dropped
+    between commands is opened again at the next command (a command that
+    was running when it dropped fails with `ExecutorError`; it is not run
+    again). When the connection ends other than by `aclose()` (cut, or this
+    process killed outright), the guard on the remote host kills every
+    process the executor started over it within the kill grace (see the
+    module's docstring).
 
     Host keys are checked against `known_hosts` (`~/.ssh/known_hosts` by
     default): an unknown or changed key refuses the connection with an
@@ -247,6 +280,8 @@ class SshExecutor(CommandRunner):
         init=False, factory=lambda: f"{os.getpid()}:{uuid.uuid4().hex}", repr=False
     )
     _serial: itertools.count[int] = attrs.field(init=False, factory=itertools.count, repr=False)
+    # Numbers the connections: a command's tag says which one it started over.
+    _generation: itertools.count[int] = attrs.field(init=False, factory=itertools.count, repr=False)
     _connection: asyncssh.SSHClientConnection | None = attrs.field(
         init=False, default=None, repr=False
     )
@@ -362,12 +397,37 @@ class SshExecutor(CommandRunner):
                 return self._connection  # Another task reconnected meanwhile.
             self._drop()
             opened = await self._open_connection()
+            try:
+                await self._start_guard(opened)
+            except BaseException:
+                await run_to_completion(lambda: _close_connection(opened))
+                raise
             if self._closed:
                 # aclose() came while it opened: nothing may start on it.
                 await run_to_completion(lambda: _close_connection(opened))
                 raise ExecutorError("the executor is closed")
             self._connection = opened
             return opened
+
+    async def _start_guard(self, connection: asyncssh.SSHClientConnection) -> None:
+        """Open the guard channel of a new `connection` (see the module's docstring).
+
+        Returned once sshd has started it, before any command starts over
+        the connection.
+        """
+        from executor._ssh.remote import GuardChannel
+
+        pattern = tree_pattern(_tag_prefix(connection), prefix=True)
+        grace = str(math.floor(self.kill_grace * 100))
+        # `exec`: the login shell becomes the guard, one process for the connection's life.
+        line = "exec " + shlex.join(["sh", "-c", _GUARD_SCRIPT, "sh", pattern, grace])
+        try:
+            await connection.create_session(GuardChannel, line, encoding=None)
+        except BaseException as error:
+            failure = channel_error(error, self._where(), self.max_sessions)
+            if failure is None:
+                raise
+            raise failure from error
 
     def _drop(self) -> None:
         connection, self._connection = self._connection, None
@@ -392,7 +452,7 @@ class SshExecutor(CommandRunner):
                 except FileNotFoundError:
                     # No file: no host is trusted, which the refusal below says.
                     known_hosts = asyncssh.import_known_hosts("")
-        witness = remote.HostKeyWitness()
+        witness = remote.HostKeyWitness(f"{self._id}/{next(self._generation)}")
         attempt = ConnectAttempt(
             where=self._where(),
             host=self.host,
@@ -427,28 +487,30 @@ class SshExecutor(CommandRunner):
         return self._channels
 
     async def _open_channel(
-        self, line: str, tag: str, *, pty: bool = False
-    ) -> tuple[Any, CommandChannel]:
-        """Open a channel running `line`, waiting for a free one of `max_sessions`.
+        self, line: Callable[[str], str], *, pty: bool = False
+    ) -> tuple[Any, CommandChannel, str]:
+        """Open a channel running `line(tag)`, waiting for a free one of `max_sessions`.
 
-        The channel holds its slot until the server has closed it (sshd counts
-        a channel against MaxSessions until then). A dropped connection is
-        opened again, once: the command had not started.
+        Returns the channel, its session and the command's tag, which names
+        the connection it started over. The channel holds its slot until the
+        server has closed it (sshd counts a channel against MaxSessions until
+        then). A dropped connection is opened again, once: the command had
+        not started.
         """
         limiter = self._limiter()
         token = object()
         await limiter.acquire_on_behalf_of(token)
         try:
-            channel, session = await self._open_channel_in_slot(line, tag, pty=pty)
+            channel, session, tag = await self._open_channel_in_slot(line, pty=pty)
         except BaseException:
             limiter.release_on_behalf_of(token)
             raise
         session.on_closed(lambda: limiter.release_on_behalf_of(token))
-        return channel, session
+        return channel, session, tag
 
     async def _open_channel_in_slot(
-        self, line: str, tag: str, *, pty: bool
-    ) -> tuple[Any, CommandChannel]:
+        self, line: Callable[[str], str], *, pty: bool
+    ) -> tuple[Any, CommandChannel, str]:
         from executor._ssh.remote import CommandChannel
 
         terminal: dict[str, Any] = {"term_type": "xterm", "term_size": (80, 24)} if pty else {}
@@ -458,15 +520,16 @@ class SshExecutor(CommandRunner):
         while True:
             attempt += 1
             connection = await self._connect(failed=failed)
+            tag = f"{_tag_prefix(connection)}/{next(self._serial)}"
             try:
                 channel, session = await connection.create_session(
-                    CommandChannel, line, encoding=None, env={}, **terminal
+                    CommandChannel, line(tag), encoding=None, env={}, **terminal
                 )
             except BaseException as error:
                 failure = channel_error(error, self._where(), self.max_sessions)
                 if failure is None:
                     # Cancelled with the request on its way: the server may start the command.
-                    await run_to_completion(lambda: self._kill(tag, settle=True))
+                    await run_to_completion(functools.partial(self._kill, tag, settle=True))
                     raise
                 # The command never started: running it on a new connection is
                 # safe, once; a refusal only if that came with the connection's end.
@@ -480,7 +543,7 @@ class SshExecutor(CommandRunner):
                     continue
                 raise failure from error
             assert isinstance(session, CommandChannel)
-            return channel, session
+            return channel, session, tag
 
     async def _sftp_client(self, failed: asyncssh.SFTPClient | None = None) -> asyncssh.SFTPClient:
         """The SFTP client of the connection (started at first use), replacing `failed`."""
@@ -599,8 +662,8 @@ class SshExecutor(CommandRunner):
         parts.append(f"exec {program}")
         return "; ".join(parts)
 
-    async def _prepare(self, cmd: Command, argv: Sequence[str]) -> tuple[str, str]:
-        """The line that runs `argv` for `cmd` on the remote host, and the tag it carries."""
+    async def _prepare(self, cmd: Command, argv: Sequence[str]) -> Callable[[str], str]:
+        """The line that runs `argv` for `cmd` on the remote host, given the tag it carries."""
         if self.env_clear:
             removed: list[str] = []
             changed = cmd.environment_over(
@@ -608,8 +671,7 @@ class SshExecutor(CommandRunner):
             )
         else:
             removed, changed = await self._environment_changes(cmd)
-        tag = f"{self._id}/{next(self._serial)}"
-        return self._command_line(cmd, argv, tag, removed, changed), tag
+        return lambda tag: self._command_line(cmd, argv, tag, removed, changed)
 
     async def open_run(self, cmd: Command, argv: Sequence[str], *, pty: bool = False) -> SshRun:
         """Start `argv` for `cmd` in a channel of its own; the run that streams it to its end.
@@ -622,10 +684,10 @@ class SshExecutor(CommandRunner):
 
         """
         self._check_open()
-        line, tag = await self._prepare(cmd, argv)
+        line = await self._prepare(cmd, argv)
         # From now on aclose() has remote processes to end.
         self._started = True
-        channel, session = await self._open_channel(line, tag, pty=pty)
+        channel, session, tag = await self._open_channel(line, pty=pty)
         return SshRun(_Host(self), channel, session, tag)
 
     async def _process(
@@ -787,6 +849,15 @@ class _Host:
 
     async def kill_below(self, tag: str, pid: int) -> None:
         await self.executor._kill_below(tag, pid)
+
+
+def _tag_prefix(connection: asyncssh.SSHClientConnection) -> str:
+    """What the tags of commands started over `connection` begin with: `OWNER_PID:EXECUTOR_ID/C`."""
+    from executor._ssh.remote import HostKeyWitness
+
+    witness = connection.get_owner()
+    assert isinstance(witness, HostKeyWitness)
+    return witness.tag_prefix
 
 
 async def _write_atomically(sftp: Any, path: bytes, content: bytes) -> None:

@@ -30,9 +30,14 @@ _LOW_WATER: Final = 1 << 18
 
 
 class HostKeyWitness(asyncssh.SSHClient):
-    """Notes the key a server offered when known_hosts did not trust it, and a lost connection."""
+    """A connection's client: the key a server offered that known_hosts did not trust, its loss.
 
-    def __init__(self) -> None:
+    `tag_prefix` is what the tags of the commands started over the
+    connection begin with (`OWNER_PID:EXECUTOR_ID/C`), which its guard kills by.
+    """
+
+    def __init__(self, tag_prefix: str) -> None:
+        self.tag_prefix = tag_prefix
         self.untrusted: asyncssh.SSHKey | None = None
         self.lost = False
 
@@ -46,6 +51,18 @@ class HostKeyWitness(asyncssh.SSHClient):
     def connection_lost(self, exc: Exception | None) -> None:
         """Mark the connection as gone, so the next command opens a new one."""
         self.lost = True
+
+
+class GuardChannel(asyncssh.SSHClientSession[bytes]):
+    """The channel of a connection's guard: open as long as the connection.
+
+    The client never closes it: its close would end the guard's input,
+    which the guard takes for the connection's end.
+    """
+
+    def eof_received(self) -> bool:
+        """Keep the channel open (asyncssh would close it at the end of output)."""
+        return True
 
 
 class CommandChannel(asyncssh.SSHClientSession[bytes]):

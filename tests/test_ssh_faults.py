@@ -24,7 +24,7 @@ import psutil
 import pytest
 from ssh_server import SshServer, start_server
 
-from executor import Chunk, Command, ExecutorError, SshExecutor
+from executor import Chunk, Command, ExecutorError, SshExecutor, TimedOut
 
 pytestmark = pytest.mark.anyio
 
@@ -330,4 +330,46 @@ async def test_sshd_restarted_alone_leaves_the_connection_be(
         assert restarted
         assert output.stdout == b"ready\ndone\n"
         assert (await ex.exec_cmd(Command.shell("echo $PPID"))).stdout == before
+    wait_gone(marker)
+
+
+@pytest.mark.usefixtures("leftovers")
+async def test_a_silent_connection_times_out_and_the_kill_goes_over_a_new_one(
+    ssh_server: SshServer, ex: SshExecutor, marker: str
+) -> None:
+    """The connection's sshd processes stopped mid-command, as a network dropping every packet.
+
+    The keepalives (every 15 s) take most of a minute to give up on it; the
+    command's own timeout comes first. It raises TimedOut a bounded time
+    after its timeout (the kill waits that long for an answer), the kill
+    reaches the tree over a new connection, and the next command runs on
+    that one at once.
+    """
+    first = (await ex.exec_cmd(Command.shell("echo $PPID"))).stdout
+    stopped: list[psutil.Process] = []
+
+    async def sink(chunk: Chunk) -> None:
+        if b"ready" in chunk.data and not stopped:
+            stopped.extend(await anyio.to_thread.run_sync(connection_processes, ssh_server))
+            for process in stopped:
+                process.suspend()
+
+    try:
+        started = time.monotonic()
+        with pytest.raises(TimedOut) as caught:
+            await ex.exec_cmd_streaming(
+                Command.shell("sleep 300 & echo ready; sleep 300").with_timeout(2), sink
+            )
+        # The timeout, the kill's wait for an answer (grace, settling, 5 s),
+        # a new connection: well before the keepalives' 45 s.
+        assert time.monotonic() - started < 30
+        assert caught.value.output.stdout == b"ready\n"
+        assert stopped
+        wait_gone(marker)
+        with anyio.fail_after(20):
+            again = await ex.exec_cmd(Command.shell("echo $PPID"))
+        assert again.stdout != first
+    finally:
+        for process in stopped:
+            process.kill()
     wait_gone(marker)

@@ -47,7 +47,7 @@ import signal
 import stat
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -705,13 +705,32 @@ class SshExecutor(CommandRunner):
         default) from now at most, wall time, when a process ignores SIGTERM.
         `settle`: the command may have only just started, so an empty search
         is repeated for a moment before it counts as nothing to kill.
+
+        A connection that does not answer the kill in time (a network that
+        drops every packet, which the keepalives take a while to notice) is
+        dropped, and the kill tried once more over a new one, found within
+        a bounded wait; the next command does not wait on the silent one
+        either. What neither reaches, the silent connection's guard ends
+        once the server sees that connection go.
         """
-        deadline = anyio.current_time() + (self.kill_grace if grace is None else grace)
+        grace = self.kill_grace if grace is None else grace
+        deadline = anyio.current_time() + grace
         try:
             connection = await self._connect()
         except ExecutorError:
             return  # No way to reach the host (or closed: aclose() kills); nothing more to do.
-        await self._kill_on(connection, tag, prefix=False, deadline=deadline, settle=settle)
+        answer = await self._kill_on(
+            connection, tag, prefix=False, deadline=deadline, settle=settle
+        )
+        if answer == "done" or (answer == "failed" and not connection.is_closed()):
+            return  # Killed, or refused by a live connection, which a retry would not change.
+        reconnected = None
+        with anyio.move_on_after(_REMOTE_SLACK), contextlib.suppress(ExecutorError):
+            # A silent connection is dropped; a closed one is opened again anyway.
+            reconnected = await self._connect(failed=connection)
+        if reconnected is not None:
+            deadline = anyio.current_time() + grace
+            await self._kill_on(reconnected, tag, prefix=False, deadline=deadline, settle=settle)
 
     async def _signal_group(self, tag: str, number: int) -> None:
         """Send signal `number` to the process group of the command tagged `tag`."""
@@ -745,10 +764,12 @@ class SshExecutor(CommandRunner):
         prefix: bool,
         deadline: float,
         settle: bool = False,
-    ) -> None:
+    ) -> Literal["done", "failed", "silent"]:
         """Kill the tree(s) tagged `tag` over `connection`, SIGKILL at `deadline` (`current_time`).
 
         The remote script keeps the grace in wall time (see `TreeKiller`).
+        Returns whether it ran to its end, failed (its channel refused or
+        the connection lost), or had no answer in time.
         """
         pattern = tree_pattern(tag, prefix=prefix)
         if self._kill_lock is None:
@@ -758,12 +779,15 @@ class SshExecutor(CommandRunner):
             begun = anyio.current_time()
             argv = self._killer.argv(pattern, deadline=deadline, settle=settle)
             # Bounded: a peer that stopped answering must not hold the caller forever.
-            with (
-                contextlib.suppress(Exception),
-                anyio.move_on_after(deadline - begun + SETTLE + _REMOTE_SLACK),
-            ):
-                result = await connection.run(shlex.join(argv), check=False)
+            with anyio.move_on_after(deadline - begun + SETTLE + _REMOTE_SLACK) as waiting:
+                try:
+                    result = await connection.run(shlex.join(argv), check=False)
+                except Exception:
+                    return "failed"
                 self._killer.ran(begun, result.stdout)
+                return "done"
+            assert waiting.cancelled_caught
+            return "silent"
 
     # --- files ---------------------------------------------------------------
 

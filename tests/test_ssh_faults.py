@@ -24,7 +24,7 @@ import psutil
 import pytest
 from ssh_server import SshServer, start_server
 
-from executor import Chunk, Command, ExecutorError, SshExecutor, TimedOut
+from executor import Chunk, Command, CommandError, ExecutorError, SshExecutor, TimedOut
 
 pytestmark = pytest.mark.anyio
 
@@ -372,4 +372,37 @@ async def test_a_silent_connection_times_out_and_the_kill_goes_over_a_new_one(
     finally:
         for process in stopped:
             process.kill()
+    wait_gone(marker)
+
+
+@pytest.mark.usefixtures("leftovers")
+async def test_a_cut_connection_ends_a_persistent_shell_and_its_jobs(
+    ssh_server: SshServer, ex: SshExecutor, marker: str
+) -> None:
+    """A persistent shell whose connection is cut mid-command: its command fails, nothing runs on.
+
+    The shell, its job and its command's background child all end; the next
+    command in the same shell object runs in a new shell over a new connection.
+    """
+    cut = False
+
+    async def sink(chunk: Chunk) -> None:
+        nonlocal cut
+        if b"ready" in chunk.data and not cut:
+            cut = True
+            for process in await anyio.to_thread.run_sync(connection_processes, ssh_server):
+                process.kill()
+
+    async with ex.shell() as sh:
+        await sh.start_job("sleep 300")
+        started = time.monotonic()
+        # The shell is gone with its connection: ShellExited, the next run in a new one.
+        with pytest.raises(CommandError):
+            await sh.run("sleep 300 & echo ready; sleep 300", sink=sink, timeout=120)
+        assert time.monotonic() - started < 60
+        assert cut
+        wait_gone(marker)
+        again = await sh.run("echo again")
+        assert again.stdout == b"again\n"
+        assert again.state_lost
     wait_gone(marker)

@@ -537,6 +537,12 @@ def load_arguments(
             raise InvalidArgument(arguments, f"arguments must be a JSON object: {error}") from None
         _check_shape(raw, max_bytes=None, max_depth=max_depth)
         return raw
+    if not isinstance(arguments, Mapping):
+        # A caller's decoded JSON may be any value: a list of pairs would
+        # otherwise pass as an object, a number raise TypeError.
+        raise InvalidArgument(
+            arguments, f"arguments must be a JSON object, not {type(arguments).__name__}"
+        )
     raw = dict(arguments)
     size = _check_shape(raw, max_bytes=max_bytes, max_depth=max_depth)
     if size > max_bytes:

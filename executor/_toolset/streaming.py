@@ -35,8 +35,16 @@ from executor._tools.tool import StreamingTool
 from executor._tools.tools import Tool, ToolOutput, ToolOutputKind, tool
 from executor._toolset.context import ToolsetContext
 from executor._toolset.hosting import Hosts
+from executor._toolset.limits import Limits
 
 _ATTRIBUTE = re.compile(r"^\s{4}(\w+):\s*(.*)$")
+# The field of a streaming tool's input that bounds its run, in seconds.
+_TIMEOUT = "timeout_secs"
+
+
+def _fields(input_type: Callable[..., Any]) -> set[str]:
+    """The field names of an input dataclass."""
+    return {field.name for field in dataclasses.fields(input_type)}  # type: ignore[arg-type]
 
 
 def _attributes(doc: str | None) -> dict[str, str]:
@@ -80,14 +88,31 @@ class StreamingRun:
         input_type: The tool's input dataclass, made from the arguments.
         get: Gives the tool instance for a call's context.
         budget: Characters of text the result may hand the model.
+        limits: The toolset's limits: a `timeout_secs` the model gives is at
+            most the toolset's `max_timeout`, and one it leaves out is the
+            toolset's timeout where the tool has no default of its own
+            (`None`: the tool's own rules).
+        own_timeout: Whether the tool bounds a run without `timeout_secs`
+            itself (the code interpreter's `default_timeout`).
     """
 
     input_type: Callable[..., Any]
     get: Callable[[Any], Awaitable[StreamingTool[Any, Any, Any]]]
     budget: int
+    limits: Limits | None = None
+    own_timeout: bool = False
 
     async def __call__(self, context: Any, arguments: dict[str, Any]) -> ToolOutput:
         """Run the tool on `arguments`, its chunks' text going to the context's `on_output`."""
+        given = arguments.get(_TIMEOUT)
+        if self.limits is not None and _TIMEOUT in _fields(self.input_type):
+            if given is not None:
+                arguments = {**arguments, _TIMEOUT: self.limits.timeout_for(given)}
+            elif not self.own_timeout:
+                # As for every command of the toolset: a follow of a log, or a
+                # terminal's program, left without a timeout would hold the
+                # call (and the model) until the client gave up.
+                arguments = {**arguments, _TIMEOUT: self.limits.timeout}
         # The dataclass checks its fields together (`__post_init__`): InvalidArgument.
         value = self.input_type(**arguments)
         instance = await self.get(context)
@@ -113,6 +138,8 @@ def streaming_tool(
     get: Callable[[Any], Awaitable[StreamingTool[Any, Any, Any]]],
     *,
     budget: int,
+    limits: Limits | None = None,
+    own_timeout: bool = False,
 ) -> Tool:
     """`tool_type` as a `Tool` whose parameters are the fields of its input dataclass.
 
@@ -122,6 +149,9 @@ def streaming_tool(
         get: Gives the tool instance for a call's context (a new one, or
             one the toolset keeps open, as the code interpreter's sessions need).
         budget: Characters of text the result may hand the model.
+        limits: The toolset's limits, which bound a `timeout_secs` field
+            (see `StreamingRun`).
+        own_timeout: Whether the tool bounds a run without `timeout_secs` itself.
 
     Raises:
         TypeError: The input type is not a dataclass.
@@ -154,7 +184,7 @@ def streaming_tool(
         if field.name in described:
             docs.append(f"    {field.name}: {described[field.name]}")
 
-    run = StreamingRun(input_type, get, budget)
+    run = StreamingRun(input_type, get, budget, limits, own_timeout)
 
     # The one thing a function of its own is needed for: the signature `tool` reads.
     async def call(**arguments: Any) -> ToolOutput:
@@ -169,21 +199,34 @@ def streaming_tool(
     return tool(name=tool_type.name)(call)
 
 
-def streaming_tools(budget: int, hosts: Hosts) -> list[Tool]:
+def streaming_tools(budget: int, hosts: Hosts, limits: Limits | None = None) -> list[Tool]:
     """The built-in streaming tools (terminal, log tailer, code interpreter), each a `Tool`.
 
     Args:
         budget: Characters of text a result may hand the model.
         hosts: Where the toolset holds each executor's code interpreter open.
+        limits: The toolset's limits: the longest timeout a call may ask
+            for, and the one a terminal or a log's follow gets when the
+            model gives none (a cell has the interpreter's own).
     """
     from executor._builtins.interpreter import CodeInterpreterTool
     from executor._builtins.logtail import LogTailerTool
     from executor._builtins.terminal import TerminalTool
 
     return [
-        streaming_tool(TerminalTool, functools.partial(_new, TerminalTool), budget=budget),
-        streaming_tool(LogTailerTool, functools.partial(_new, LogTailerTool), budget=budget),
-        streaming_tool(CodeInterpreterTool, functools.partial(_interpreter, hosts), budget=budget),
+        streaming_tool(
+            TerminalTool, functools.partial(_new, TerminalTool), budget=budget, limits=limits
+        ),
+        streaming_tool(
+            LogTailerTool, functools.partial(_new, LogTailerTool), budget=budget, limits=limits
+        ),
+        streaming_tool(
+            CodeInterpreterTool,
+            functools.partial(_interpreter, hosts),
+            budget=budget,
+            limits=limits,
+            own_timeout=True,
+        ),
     ]
 
 

@@ -317,7 +317,7 @@ class Toolset:
         commands = CommandTools(self._limits, self._hosts, self._yielded)
         built = [
             # The streaming tools' budget is the one at construction, as it always was.
-            *streaming_tools(self.budget, self._hosts),
+            *streaming_tools(self.budget, self._hosts, self._limits),
             *command_tools(commands),
             *file_tools(self._limits, self._history),
             *search_tools(self._limits),

@@ -156,27 +156,23 @@ def settings(server: SshServer, marker: str) -> dict[str, Any]:
     }
 
 
-def connection_processes(server: SshServer) -> list[psutil.Process]:
-    """The sshd processes serving this process's one connection to `server`.
+async def client_port(ex: SshExecutor) -> int:
+    """The client's port of `ex`'s connection, as sshd tells its commands (`SSH_CONNECTION`)."""
+    output = await ex.exec_cmd(Command.shell('echo "$SSH_CONNECTION"'))
+    return int(output.stdout.split()[1])
 
-    Matched by the client's port: the one TCP connection this process has
-    open to the server's port, seen from sshd's side.
-    """
-    ports = {
-        link.laddr.port
-        for link in psutil.Process().net_connections("tcp")
-        if link.raddr and link.raddr.port == server.port and link.status == "ESTABLISHED"
-    }
-    assert len(ports) == 1, f"connections to sshd: {ports}"
+
+def connection_processes(server: SshServer, port: int) -> list[psutil.Process]:
+    """The sshd processes serving the connection from the client's `port`."""
     found = []
     for process in server.serving():
         try:
             links = process.net_connections("tcp")
         except psutil.Error:
             continue
-        if any(link.raddr and link.raddr.port in ports for link in links):
+        if any(link.raddr and link.raddr.port == port for link in links):
             found.append(process)
-    assert found, "no sshd process serves the connection"
+    assert found, f"no sshd process serves the connection from port {port}"
     return found
 
 
@@ -263,9 +259,10 @@ async def test_a_cut_connection_fails_the_command_and_the_next_reconnects(
     command over a new connection.
     """
     first = (await ex.exec_cmd(Command.shell("echo $PPID"))).stdout
+    port = await client_port(ex)
 
     def cut() -> None:
-        for process in connection_processes(ssh_server):
+        for process in connection_processes(ssh_server, port):
             process.kill()
 
     error = await run_through_fault(ex, cut, timeout=120)
@@ -346,11 +343,12 @@ async def test_a_silent_connection_times_out_and_the_kill_goes_over_a_new_one(
     that one at once.
     """
     first = (await ex.exec_cmd(Command.shell("echo $PPID"))).stdout
+    port = await client_port(ex)
     stopped: list[psutil.Process] = []
 
     async def sink(chunk: Chunk) -> None:
         if b"ready" in chunk.data and not stopped:
-            stopped.extend(await anyio.to_thread.run_sync(connection_processes, ssh_server))
+            stopped.extend(await anyio.to_thread.run_sync(connection_processes, ssh_server, port))
             for process in stopped:
                 process.suspend()
 
@@ -384,13 +382,15 @@ async def test_a_cut_connection_ends_a_persistent_shell_and_its_jobs(
     The shell, its job and its command's background child all end; the next
     command in the same shell object runs in a new shell over a new connection.
     """
+    port = await client_port(ex)
     cut = False
 
     async def sink(chunk: Chunk) -> None:
         nonlocal cut
         if b"ready" in chunk.data and not cut:
             cut = True
-            for process in await anyio.to_thread.run_sync(connection_processes, ssh_server):
+            serving = await anyio.to_thread.run_sync(connection_processes, ssh_server, port)
+            for process in serving:
                 process.kill()
 
     async with ex.shell() as sh:

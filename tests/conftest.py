@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -13,10 +14,107 @@ import pytest
 pytest.register_assert_rewrite("executor.testing")
 
 from ray_cluster import LOOPBACK_ENV, RayCluster  # noqa: E402
-from ssh_server import SshServer, start_server  # noqa: E402
+from ssh_server import SSHD, SshServer, login_user, start_server  # noqa: E402
 
 from executor import ExecutorError, LocalExecutor, Sandbox  # noqa: E402
 from executor._core.proc import TREE_VARIABLE, proc_stat  # noqa: E402
+
+# Modules whose tests share one costly thing of their own (a module-scoped
+# fixture): under pytest-xdist they run in one worker, so it starts once.
+_ONE_WORKER_MODULES = {
+    "test_docker_faults.py": "a private dockerd",
+    "test_mcp_conformance.py": "one run of the conformance suite per protocol era",
+    "test_docs_site.py": "one build of the manual and one browser",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, make the SSH tests' login user before any worker starts.
+
+    Made later, by the first worker's sshd, it would rewrite /etc/passwd while
+    another worker's confinement tests watch that file for changes.
+    """
+    if hasattr(config, "workerinput"):
+        return
+    distributed = config.getoption("dist", "no") != "no" and config.getoption("tx", None)
+    if distributed and os.path.exists(SSHD) and shutil.which("ssh-keygen"):
+        login_user()
+
+
+# Modules that are `slow` as a whole (the marker's rule, in pyproject.toml):
+# each needs a service or an interpreter of its own, or runs a corpus of
+# commands each of which takes seconds. `-m "not slow"` leaves them out.
+_SLOW_MODULES = {
+    # A Docker engine, and containers or images of its own.
+    "test_docker.py": "Docker",
+    "test_docker_build.py": "Docker image builds",
+    "test_docker_faults.py": "a private dockerd",
+    "test_docker_full_disk.py": "Docker",
+    "test_docker_owner_killed.py": "Docker",
+    # The SSH server and the Ray cluster (their other tests: the fixture rule below).
+    "test_ssh.py": "sshd",
+    "test_ray.py": "Ray",
+    "test_ray_faults.py": "Ray clusters of its own",
+    # Every backend in turn.
+    "test_lifecycle.py": "every backend",
+    "test_shells.py": "persistent shells on every backend",
+    "test_shell_stuck_child.py": "every backend",
+    "test_agent_env.py": "every backend, pagers and editors",
+    # A server, a kernel or a terminal in a process of its own per test.
+    "test_mcp.py": "the MCP server",
+    "test_mcp_approval.py": "the MCP server",
+    "test_mcp_features.py": "the MCP server",
+    "test_mcp_schemas.py": "the MCP server",
+    "test_mcp_conformance.py": "the MCP conformance suite",
+    "test_code_interpreter.py": "kernels",
+    "test_terminal_tool.py": "terminals",
+    "test_toolset.py": "the toolset's shells and terminals",
+    "test_native_tools.py": "the toolset on every backend",
+    "test_adapters.py": "the agent frameworks",
+    "test_agent_events.py": "the agent frameworks",
+    "test_log_tailer.py": "follow latencies and logrotate",
+    "test_shell_swerex.py": "SWE-ReX",
+    "test_shell_corpus.py": "a corpus of shell sessions",
+    # The examples of the README, the manual and snippets/, on every backend.
+    "test_readme.py": "the README's examples",
+    "test_snippets.py": "snippets/",
+    # Sandboxes attacked, memory and disks filled, processes killed, soaks.
+    "test_sandbox_escape.py": "a corpus of escapes under each sandbox",
+    "test_hostile_local.py": "hostile commands against the host",
+    "test_oom.py": "memory filled",
+    "test_full_disk.py": "disks filled",
+    "test_crash_recovery.py": "executors killed mid-run",
+    "test_executor_killed.py": "executors killed mid-run",
+    "test_session_acceptance.py": "long sessions",
+    "test_soak.py": "a soak",
+    "test_docs_site.py": "the manual built and shown in a browser",
+}
+
+# Fixtures that start a service: a test that uses one is `slow` wherever it is.
+_SLOW_FIXTURES = ("ssh_server", "ray_cluster")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the slow tests, and keep the tests that share a costly start in one worker.
+
+    `slow`: every test of `_SLOW_MODULES`, and every test on the SSH server
+    or the Ray cluster (besides those marked one by one).
+
+    pytest-xdist: every test on the Ray cluster runs in one worker (one
+    cluster for the run, not one per worker: each is a head and a second
+    node), and so does each module of `_ONE_WORKER_MODULES`. It takes effect
+    with `--dist loadgroup` (pyproject.toml's addopts); without `-n` it
+    changes nothing.
+    """
+    for item in items:
+        module = item.path.name
+        fixtures = getattr(item, "fixturenames", ())
+        if module in _SLOW_MODULES or any(name in fixtures for name in _SLOW_FIXTURES):
+            item.add_marker(pytest.mark.slow)
+        if "ray_cluster" in fixtures:
+            item.add_marker(pytest.mark.xdist_group("ray"))
+        elif module in _ONE_WORKER_MODULES:
+            item.add_marker(pytest.mark.xdist_group(module))
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -62,7 +160,10 @@ def ssh_server() -> Iterator[SshServer]:
     if server is None:
         if os.environ.get("EXECUTOR_REQUIRE_SSH") == "1":
             pytest.fail("EXECUTOR_REQUIRE_SSH=1, but /usr/sbin/sshd is not installed")
-        pytest.skip("no /usr/sbin/sshd (install openssh-server to run the SSH tests)")
+        pytest.skip(
+            "no /usr/sbin/sshd: install it with `bash .ci/services/sshd.sh` (the tests start"
+            " a private sshd of their own)"
+        )
     yield server
     server.stop()
 
@@ -81,7 +182,9 @@ def ray_cluster() -> Iterator[RayCluster]:
     except ImportError as error:
         if os.environ.get("EXECUTOR_REQUIRE_RAY") == "1":
             pytest.fail(f"EXECUTOR_REQUIRE_RAY=1, but Ray is not installed: {error}")
-        pytest.skip("Ray is not installed (pip install -e '.[ray]')")
+        pytest.skip(
+            "Ray is not installed: pip install -e '.[test]' (the tests start their own cluster)"
+        )
     cluster = RayCluster()
     yield cluster
     cluster.stop()

@@ -27,6 +27,10 @@ from executor._docker.container import LABEL_MANAGED, LABEL_OWNER, owner_label
 PYTHON_IMAGE = os.environ.get("EXECUTOR_DOCKER_IMAGE", "executor-test/python")
 BUSYBOX_IMAGE = os.environ.get("EXECUTOR_DOCKER_BUSYBOX", "executor-test/busybox")
 REQUIRED = os.environ.get("EXECUTOR_REQUIRE_DOCKER") == "1"
+# What a skip tells to run: as root, it installs docker.io, starts a dockerd of
+# its own, builds the two images and exports DOCKER_HOST (sourced, so the
+# variable reaches the shell that runs pytest next).
+START = ". .ci/services/docker.sh"
 
 
 async def _probe() -> str | None:
@@ -36,9 +40,9 @@ async def _probe() -> str | None:
         for image in (PYTHON_IMAGE, BUSYBOX_IMAGE):
             _, body = await api.request("GET", f"/images/{image}/json", ok=(200, 404))
             if b'"Id"' not in body:
-                return f"image {image} is missing (.ci/services/docker.sh builds it)"
+                return f"image {image} is missing: build it with `{START}`"
     except EngineError as error:
-        return f"no Docker engine: {error}"
+        return f"no Docker engine ({error}): start one with `{START}` or set DOCKER_HOST"
     finally:
         await api.aclose()
     return None

@@ -12,7 +12,10 @@ actor is made with no restarts and no task retries, so Ray never runs a
 command twice. While a call waits, the actor is pinged: one that stops
 answering (its worker or its node died) fails the call with
 `ExecutorError` naming it, within `ping_timeout` seconds and a ping
-period.
+period. The next command places a new actor by the same rules (on a
+living node, within `placement_timeout`), in a new workdir unless one was
+given: what the lost node held is gone with it, but no command is run
+again.
 
 `RayPool` places many executors over the cluster through one placement
 group and says where each runs.
@@ -52,6 +55,8 @@ _T = TypeVar("_T")
 _INSTALL = "RayExecutor needs Ray: pip install 'tool-executor[ray]'"
 # Seconds to connect to an actor's channel before commands fall back to Ray's calls.
 _CONNECT_TIMEOUT = 5.0
+# Seconds before an actor whose node died as it started is placed again.
+_PLACE_AGAIN_AFTER = 0.5
 
 
 def _ray() -> Any:
@@ -129,7 +134,8 @@ class RayExecutor(CommandRunner):
         bundle_index: The bundle of `placement_group` (`-1`: any).
         sandbox: Run the node's commands under this `Sandbox`.
         runtime_env: Ray's runtime environment for the actor.
-        placement_timeout: Seconds to wait for the actor to be placed and start.
+        placement_timeout: Seconds to wait for the actor to be placed and start
+            (an actor whose node dies as it starts is placed again meanwhile).
         ping_interval: Seconds between liveness checks while a call waits.
         ping_timeout: Seconds a liveness check may take before the actor counts
             as gone (a busy node answers late, so not too few).
@@ -169,6 +175,9 @@ class RayExecutor(CommandRunner):
     _lock: anyio.Lock | None = attrs.field(init=False, default=None, repr=False)
     _ids: itertools.count[int] = attrs.field(init=False, factory=itertools.count, repr=False)
     _connections: Connections | None = attrs.field(init=False, default=None, repr=False)
+    # The actor a call found gone (or not answering): the next `_ensure`
+    # pings it once, and places a new one if it is gone indeed.
+    _suspect: Any = attrs.field(init=False, default=None, repr=False)
 
     def __repr__(self) -> str:
         where = self._info.node_id[:12] if self._info else "unplaced"
@@ -239,39 +248,106 @@ class RayExecutor(CommandRunner):
 
     async def _ensure(self) -> Any:
         self._check_open()
-        if self._actor is not None:
+        if self._actor is not None and self._suspect is None:
             return self._actor
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:
             self._check_open()
+            if self._suspect is not None:
+                await self._forget_if_gone()
             if self._actor is None:
                 await _connected(self.address)
-                actor = (
-                    _actor_class()
-                    .options(**self._options())
-                    .remote(self.workdir, self._local_options(), self.sandbox)
-                )
-                try:
-                    with anyio.fail_after(self.placement_timeout):
-                        described = await actor.describe.remote()
-                except TimeoutError:
-                    await run_to_completion(functools.partial(self._kill_actor, actor))
-                    raise ExecutorError(
-                        f"no node of the Ray cluster took the actor within "
-                        f"{self.placement_timeout}s (it asks for {self._options()})"
-                    ) from None
-                except BaseException as error:
-                    await run_to_completion(functools.partial(self._kill_actor, actor))
-                    if isinstance(error, Exception) and _is_ray_error(error):
-                        raise ExecutorError(f"the Ray actor could not start: {error}") from None
-                    raise
+                actor, described = await self._place()
                 host, port, token, proof = described.pop("channel")
                 if self.direct and not _ray_uses_tls():
                     self._connections = Connections(host, port, token, proof, _CONNECT_TIMEOUT)
                 self._info = NodeInfo(**described)
                 self._actor = actor
         return self._actor
+
+    async def _place(self) -> tuple[Any, dict[str, Any]]:
+        """A new actor, placed and started, and what it says of itself (`describe`).
+
+        An actor that dies before it starts because its node died (the
+        cluster had not yet seen the node's loss, and placed it there, or in
+        a placement group's bundle not yet placed again) is placed again,
+        until `placement_timeout`: placement fails only when the cluster
+        cannot take the actor in that time.
+        """
+        deadline = anyio.current_time() + self.placement_timeout
+        while True:
+            actor = (
+                _actor_class()
+                .options(**self._options())
+                .remote(self.workdir, self._local_options(), self.sandbox)
+            )
+            try:
+                with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
+                    described: dict[str, Any] = await actor.describe.remote()
+                return actor, described
+            except TimeoutError:
+                await run_to_completion(functools.partial(self._kill_actor, actor))
+                raise ExecutorError(
+                    f"no node of the Ray cluster took the actor within "
+                    f"{self.placement_timeout}s (it asks for {self._options()})"
+                ) from None
+            except BaseException as error:
+                await run_to_completion(functools.partial(self._kill_actor, actor))
+                if isinstance(error, Exception) and _is_ray_error(error):
+                    if self._may_place_again(error) and anyio.current_time() < deadline:
+                        # Not at once: the cluster needs a moment to see the node gone.
+                        await anyio.sleep(min(_PLACE_AGAIN_AFTER, deadline - anyio.current_time()))
+                        continue
+                    raise ExecutorError(f"the Ray actor could not start: {error}") from None
+                raise
+
+    def _may_place_again(self, error: Exception) -> bool:
+        """Whether an actor that failed to start so may be placed again.
+
+        Only a system-level death (its node or worker died), never its own
+        start's error, and never on a node named by `node_id`: no other
+        node will do.
+        """
+        from ray.exceptions import ActorDiedError
+
+        return (
+            self.node_id is None
+            and isinstance(error, ActorDiedError)
+            and not error.actor_init_failed
+        )
+
+    async def _forget_if_gone(self) -> None:
+        """Ping the actor a call found gone; forget it (and kill it) unless it takes commands."""
+        actor = self._suspect
+        if actor is not self._actor:
+            self._suspect = None  # already forgotten
+            return
+        try:
+            with anyio.fail_after(self.ping_timeout):
+                taking = await actor.ping.remote()
+        except Exception:  # any failure of the ping: the actor is gone
+            taking = False
+        if taking:
+            self._suspect = None  # it answers: what failed was passing (a connection, a call)
+            return
+        # Gone, or ending (its node lost). (Cancelled during the ping, it
+        # stayed suspect for the next command.)
+        self._suspect = None
+        if self._connections is not None:
+            self._connections.close()
+            self._connections = None
+        self._actor = None
+        self._info = None
+        with contextlib.suppress(Exception):
+            # No close first: it would wait on a node that does not answer. A
+            # worker that lives on is killed, and its commands' trees with it.
+            _ray().kill(actor, no_restart=True)
+
+    def _lost(self, actor: Any) -> None:
+        """Note that `actor` failed a call as if gone: the next command checks it."""
+        if actor is not None and actor is self._actor:
+            self._suspect = actor
 
     async def node(self) -> NodeInfo:
         """Where the actor runs (placing it first if it is not yet)."""
@@ -295,7 +371,8 @@ class RayExecutor(CommandRunner):
         if actor is not None:
             await self._kill_actor(actor)
 
-    def _gone(self, error: BaseException) -> ExecutorError:
+    def _gone(self, actor: Any, error: BaseException) -> ExecutorError:
+        self._lost(actor)
         where = f"on node {self._info.node_id}" if self._info else "being placed"
         return ExecutorError(f"the Ray actor {where} is gone: {type(error).__name__}: {error}")
 
@@ -305,14 +382,22 @@ class RayExecutor(CommandRunner):
             await anyio.sleep(self.ping_interval)
             try:
                 with anyio.fail_after(self.ping_timeout):
-                    await actor.ping.remote()
+                    taking = await actor.ping.remote()
             except TimeoutError:
+                self._lost(actor)
                 raise ExecutorError(
                     f"the Ray actor on node {self._info.node_id if self._info else '?'} "
                     f"did not answer within {self.ping_timeout}s: its worker or node is gone"
                 ) from None
             except Exception as error:
-                raise self._gone(error) from None
+                raise self._gone(actor, error) from None
+            if not taking:
+                # It ends what it runs: its node's raylet is gone.
+                self._lost(actor)
+                raise ExecutorError(
+                    f"the Ray node {self._info.node_id if self._info else '?'} is lost: "
+                    "its actor is ending the commands it ran"
+                )
 
     async def _guarded(self, actor: Any, work: Callable[[], Awaitable[_T]]) -> _T:
         """Run `work` while watching the actor: a lost actor ends it with `ExecutorError`.
@@ -340,7 +425,7 @@ class RayExecutor(CommandRunner):
         except BaseExceptionGroup as group:
             # Only `work` can fail here: the group holds its one error; raise it as is.
             error = group.exceptions[0] if len(group.exceptions) == 1 else group
-            raise self._gone(error) if _is_ray_error(error) else error from None
+            raise self._gone(actor, error) if _is_ray_error(error) else error from None
         if lost:
             raise lost[0]
         return done[0]
@@ -402,7 +487,8 @@ class RayExecutor(CommandRunner):
         try:
             if connection is not None:
                 outcome = await self._guarded(
-                    actor, functools.partial(self._run_direct, connection, run_id, cmd, sink)
+                    actor,
+                    functools.partial(self._run_direct, actor, connection, run_id, cmd, sink),
                 )
             elif sink is None:
                 outcome = await self._call(actor, actor.run_whole.remote(run_id, cmd))
@@ -425,7 +511,7 @@ class RayExecutor(CommandRunner):
         raise decode_failure(outcome)
 
     async def _run_direct(
-        self, connection: Connection, run_id: int, cmd: Command, sink: Sink | None
+        self, actor: Any, connection: Connection, run_id: int, cmd: Command, sink: Sink | None
     ) -> tuple[Any, ...]:
         """One command over the actor's channel: its outcome (its output to `sink` as it comes)."""
         take = None if sink is None else functools.partial(call_sink, sink)
@@ -433,7 +519,7 @@ class RayExecutor(CommandRunner):
             outcome: tuple[Any, ...] = await connection.run(run_id, cmd, take)
         except ChannelBroken as error:
             # Only the connection's own failures: a sink's error passes as it is.
-            raise self._gone(error) from None
+            raise self._gone(actor, error) from None
         return outcome
 
     async def _cancel_run(self, actor: Any, run_id: int) -> None:
@@ -478,7 +564,7 @@ class RayExecutor(CommandRunner):
                     raise decode_failure(item)
         except Exception as error:
             if _is_ray_error(error):
-                raise self._gone(error) from None
+                raise self._gone(actor, error) from None
             raise
 
 
@@ -586,6 +672,12 @@ class RayPool:
     `executor(index)` gives an executor in bundle `index % size`: one per
     agent, or several agents to a bundle. `aclose()` closes every executor
     made and removes the group. Needs asyncio, as `RayExecutor` does.
+
+    A node lost after the group was placed: its commands fail (see
+    `RayExecutor`), Ray places its bundles again on living nodes, and the
+    next command of each executor there places a new actor in its bundle,
+    now on a living node (waiting up to `placement_timeout` for the cluster
+    to see the loss and place the bundle); `placements()` says where.
     """
 
     size: int

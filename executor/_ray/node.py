@@ -283,6 +283,9 @@ class NodeExecutor:
         # A Ray worker is a child of its node's raylet: a new parent means the
         # raylet died, and with it the node (see `_watch_node`).
         self._raylet = os.getppid()
+        # Set once the actor ends what it runs (its node lost, or closed):
+        # a ping then says so, and the driver places no more commands here.
+        self._closing = False
         self._watching: asyncio.Task[None] | None = None
         self._runs: dict[int, asyncio.Task[Any]] = {}
         # Runs cancelled before they started here (the calls may cross), or
@@ -348,8 +351,8 @@ class NodeExecutor:
         }
 
     async def ping(self) -> bool:
-        """Answer at once: the driver's check that the actor still lives."""
-        return True
+        """Answer at once: whether this actor still takes commands (False once it is ending)."""
+        return not self._closing
 
     async def run(self, run_id: int, cmd: Command) -> AsyncIterator[tuple[Any, ...]]:
         """Run `cmd`, yielding `("chunks", [...])` items as output comes, then the outcome."""
@@ -488,6 +491,7 @@ class NodeExecutor:
 
     async def close(self) -> None:
         """End every run and session, close the executor, remove a workdir made here."""
+        self._closing = True
         if self._channel is not None:
             await self._channel.close()
         for host in list(self._sessions.values()):

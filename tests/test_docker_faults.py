@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from executor import (
     build_image,
 )
 from executor._docker.build import LABEL_BUILD_DIGEST
+from executor._docker.container import LABEL_OWNER, owner_label
 
 pytestmark = pytest.mark.anyio
 
@@ -194,22 +196,34 @@ async def _next_fails_at_once(ex: DockerExecutor, engine: PrivateEngine) -> Exec
 
 
 async def _after_restart(ex: DockerExecutor, engine: PrivateEngine) -> None:
-    """Once the engine is back: the command works, or fails at once with an engine's error."""
+    """Once the engine is back, the container the engine stopped runs again, files and all."""
     await anyio.to_thread.run_sync(engine.start)
+    assert ex.container_id is not None
+    # The engine came back with our container stopped.
+    assert engine.cli("inspect", "--format", "{{.State.Running}}", ex.container_id) == "false\n"
     begun = time.monotonic()
-    failed: ExecutorError | None = None
-    try:
-        out = await ex.exec_cmd(Command.shell("echo back").with_timeout(30))
-    except ExecutorError as error:
-        failed = error
-    assert time.monotonic() - begun < 10
-    if failed is None:
-        assert out.text() == "back\n"
-        return
-    assert not isinstance(failed, NonZeroExit)
-    # The engine stopped our container as it went: it says so.
-    message = str(failed)
-    assert "not running" in message or "is gone" in message, message
+    out = await ex.exec_cmd(Command.shell("echo back; cat kept.txt").with_timeout(30))
+    assert time.monotonic() - begun < 20
+    assert out.text() == "back\nwritten before\n"
+    # Every path works again: files, sessions, the helper or the engine exec.
+    assert (await ex.exec_cmd(Command.read_file("kept.txt"))).stdout == b"written before\n"
+    async with ex.shell() as sh:
+        assert (await sh.run("echo shell")).text() == "shell\n"
+
+
+def _none_of_ours_after_gc(engine: PrivateEngine) -> None:
+    """`docker gc` on the engine leaves no container this process made there."""
+    collect_garbage_cli = subprocess.run(
+        [sys.executable, "-m", "executor", "docker", "gc", "--host", engine.host],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert collect_garbage_cli.returncode == 0, collect_garbage_cli.stderr
+    ours = engine.cli("ps", "-aq", "--filter", f"label={LABEL_OWNER}={owner_label()}")
+    assert ours is not None
+    assert not ours.split(), engine.cli("ps", "-a")
 
 
 @pytest.mark.parametrize("helper", [False, True], ids=["exec", "helper"])
@@ -218,6 +232,7 @@ async def test_engine_death_is_an_executor_error(running: PrivateEngine, helper:
     ex = DockerExecutor(image, docker_host=running.host, helper=helper)
     try:
         await ex.__aenter__()
+        await ex.exec_cmd(Command.write_file("kept.txt", "written before\n"))
         error = await _engine_dies_under(ex, running)
         message = str(error)
         # The engine stops the container as it goes: one or the other is named.
@@ -233,8 +248,41 @@ async def test_engine_death_is_an_executor_error(running: PrivateEngine, helper:
     finally:
         with anyio.move_on_after(30, shield=True):
             await ex.aclose()
+    _none_of_ours_after_gc(running)
+
+
+async def test_engine_death_under_a_given_container(running: PrivateEngine) -> None:
+    """A container given by name is not ours to start again: the next command says it stopped."""
+    given = running.cli(
+        "run", "-d", "--init", "--network", "none", BUSYBOX_IMAGE, "sleep", "100000"
+    )
+    assert given is not None
+    given = given.strip()
+    ex = DockerExecutor(container=given, docker_host=running.host, helper=False)
+    try:
+        await ex.__aenter__()
+        await _engine_dies_under(ex, running)
+        await _next_fails_at_once(ex, running)
+        await anyio.to_thread.run_sync(running.start)
+        begun = time.monotonic()
+        for _ in range(2):
+            with pytest.raises(ExecutorError) as caught:
+                await ex.exec_cmd(Command.shell("echo again").with_timeout(30))
+            assert not isinstance(caught.value, NonZeroExit)
+            message = str(caught.value)
+            assert f"the container {given[:12]}" in message, message
+            assert "is not running" in message, message
+            assert running.host in message, message
+        assert time.monotonic() - begun < 10
+        # Started again by its owner, it serves again.
+        running.cli("start", given)
+        out = await ex.exec_cmd(Command.shell("echo back").with_timeout(30))
+        assert out.text() == "back\n"
+    finally:
+        with anyio.move_on_after(30, shield=True):
+            await ex.aclose()
         if running.process is not None:
-            running.cli("rm", "-f", *(running.cli("ps", "-aq") or "").split(), check=False)
+            running.cli("rm", "-f", given, check=False)
 
 
 @pytest.fixture

@@ -235,6 +235,25 @@ class Connection:
             except anyio.ClosedResourceError as error:
                 raise BrokenPipeError("the connection is closed") from error
 
+    def heard_from(self) -> bool:
+        """Whether the other end has sent something or hung up, seen without waiting.
+
+        Known for a unix socket only (one look at its receive queue); `False`
+        elsewhere, where it cannot be told without a read.
+        """
+        if self._buffer or self._closed:
+            return True
+        sock = self._socket
+        if sock is None:
+            return False
+        try:
+            sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+        return True
+
     async def send_eof(self) -> None:
         """Close the writing half: the engine sees the end of stdin."""
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):

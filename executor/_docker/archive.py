@@ -64,7 +64,15 @@ async def stat(api: EngineClient, container_id: str, path: str) -> dict[str, Any
 def reason(error: EngineError) -> str:
     """The OS's words for an archive failure, without the engine's host-side paths."""
     message = error.message.removeprefix("Docker engine: ")
-    for words in ("Not a directory", "No such file or directory", "Permission denied"):
+    for words in (
+        "Not a directory",
+        "No such file or directory",
+        "Permission denied",
+        # The engine says these in Go's lower case: the OS's words, as Local's.
+        "No space left on device",
+        "Disk quota exceeded",
+        "File too large",
+    ):
         if words.lower() in message.lower():
             return words
     if "read-only file system" in message.lower():

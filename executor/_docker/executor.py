@@ -40,7 +40,7 @@ from executor._core.errors import CommandError, EngineError, ExecutorError, NonZ
 from executor._core.output import Chunk, CommandOutput, Sink, Stderr, Stdout
 from executor._core.run import Run
 from executor._core.session import ProcessSession
-from executor._core.treekill import TreeKiller, below_argv, tree_pattern
+from executor._core.treekill import KILL_SCRIPT, SETTLE, TreeKiller, below_argv, tree_pattern
 from executor._docker import archive, container
 from executor._docker.api import Connection, EngineClient
 from executor._docker.build import BuiltImage, DockerBuild, build_image
@@ -124,6 +124,23 @@ exit $c
 """
 # Past its grace, how long a kill may take before it is given up.
 _KILL_WAIT = 20.0
+# The guard of an executor's trees in the container: one exec, for as long as
+# the executor lives, that reads its input, where only `aclose()` writes (a
+# line `end`). The engine ends that input when the executor's connection to
+# it closes, which the kernel does when the executor's process dies however
+# it dies (SIGKILL, the OOM killer); the guard then kills every tree of the
+# executor (`KILL_SCRIPT`, as `_kill` runs it, with the prefix pattern), and
+# looks again three times a second apart: an exec the engine was starting
+# as the executor died may start after the first kill. Nothing of it is on
+# a command's path: it starts before the first engine exec of a command. The
+# helper guards its own commands the same way.
+_GUARD: Final = """# the guard of an executor's trees
+while read -r line; do [ "$line" = end ] && break; done
+exec >/dev/null 2>&1
+sh -c "$1" sh "$2" "$3" "$4"
+[ "$line" = end ] && exit 0
+for i in 1 2 3; do sleep 1; sh -c "$1" sh "$2" 0 0; done
+"""
 
 
 def _absolute_workdir(value: str | None) -> str | None:
@@ -190,12 +207,30 @@ class DockerExecutor(CommandRunner):
     `oom_killed` set): the count is the container's, so a command that
     failed otherwise while another was OOM-killed is not taken for one.
 
+    Nothing of ours outlives this process, however it dies (SIGKILL
+    included): the helper, and for engine execs (commands, sessions,
+    persistent shells and their jobs) a guard exec started before the first
+    of them, read an input the engine ends when this process's connection
+    closes, and then kill every tree of this executor in the container. The
+    container itself stays, labelled with its dead owner, until `docker gc`.
+
+    When the engine goes away, the commands in flight and the next ones
+    raise `ExecutorError` naming it, never the command's own failure. A
+    container the engine stopped (a restart of the engine) is started again
+    at the next command, with its files, if this executor made it; a
+    container given as `container` is not ours to start, and the next
+    commands say it is not running until it runs again.
+
     Files go through the archive endpoints, never a shell: exact bytes,
     parents created, an existing file's mode kept, and the new content
     written beside the target and renamed over it (one `mv` exec, argv only)
     so a reader never sees half a file. `stream_files` reads a tar stream of
     the folder and applies the same ignore, hidden and binary rules as
-    `LocalExecutor`, with the ignore files inside the listed folder.
+    `LocalExecutor`, with the ignore files inside the listed folder. A full
+    disk fails the write with "No space left on device", the old file
+    whole. The engine's archive endpoints see the container's layers and
+    its bind mounts, not a tmpfs mounted inside a given container (`docker
+    run --tmpfs`): files there are out of their reach.
 
     The engine is the one `DOCKER_HOST` names (unix socket, `tcp://`, or
     `ssh://` through `docker system dial-stdio`), or `docker_host`.
@@ -281,6 +316,11 @@ class DockerExecutor(CommandRunner):
     _helper_tried: bool = attrs.field(init=False, default=False, repr=False)
     _workdir: str = attrs.field(init=False, default="/", repr=False)
     _built: BuiltImage | None = attrs.field(init=False, default=None, repr=False)
+    # The guard's connection (see `_GUARD`), once an engine exec ran a command.
+    _guard: Connection | None = attrs.field(init=False, default=None, repr=False)
+    # Set when a call failed as the engine or the container may fail: the
+    # next one asks the engine about the container first (see `_revive`).
+    _recheck: bool = attrs.field(init=False, default=False, repr=False)
     # Set by the first aclose(): later calls wait for it to be done.
 
     def __attrs_post_init__(self) -> None:
@@ -332,7 +372,7 @@ class DockerExecutor(CommandRunner):
             raise ExecutorError("the executor is closed")
         api = self._api
         assert api is not None
-        if self._container_id is not None:
+        if self._container_id is not None and not self._recheck:
             return api, self._container_id
         if self._lock is None:
             self._lock = anyio.Lock()
@@ -341,7 +381,67 @@ class DockerExecutor(CommandRunner):
                 raise ExecutorError("the executor is closed")
             if self._container_id is None:
                 self._container_id = await self._open_container(api)
+            elif self._recheck:
+                await self._revive(api, self._container_id)
+                self._recheck = False
         return api, self._container_id
+
+    def _suspect(self) -> None:
+        """A call failed as a lost engine or container fails: look at the container first."""
+        if not self._closed:
+            self._recheck = True
+
+    async def _revive(self, api: EngineClient, container_id: str) -> None:
+        """Find the container running again after a failure, or start it again if it is ours.
+
+        An engine that stops (a restart of the host's Docker, say) stops every
+        container, and leaves them stopped when it comes back. A container
+        this executor made is its own: it is started again, with its files
+        (its writable layer outlives the stop); its processes died with it,
+        and the commands then in flight said so. The helper and the guard
+        start again with the next commands. A container given by name is not
+        ours to start: the call fails, saying it is not running. A container
+        that is gone fails likewise.
+
+        Raises:
+            EngineError: The engine still cannot be reached.
+            ExecutorError: The container is gone, or not ours and not running.
+
+        """
+        short = container_id[:12]
+        where = f"on the Docker engine at {api.address}"
+        try:
+            info = await api.request_json("GET", f"/containers/{container_id}/json")
+        except EngineError as error:
+            if error.status != 404:
+                raise
+            raise ExecutorError(
+                f"the container {short} {where} is gone (removed): "
+                f"{self!r} cannot run commands any more"
+            ) from error
+        state = (info or {}).get("State") or {}
+        if state.get("Running") and not state.get("Restarting"):
+            return
+        if not self._created:
+            raise ExecutorError(
+                f"the container {short} {where} is not running"
+                f" (it stopped with exit code {state.get('ExitCode')}): start it again"
+            )
+        # What ran in it is gone, the helper and the guard too: their
+        # connections are closed here, and replaced at the next command.
+        guard, self._guard = self._guard, None
+        if self._channel is not None:
+            await self._channel.aclose()
+        if guard is not None:
+            await guard.aclose()
+        await api.request("POST", f"/containers/{container_id}/start", ok=(204, 304))
+
+    async def _run(self, cmd: Command, sink: Sink | None) -> CommandOutput:
+        try:
+            return await super()._run(cmd, sink)
+        except ExecutorError:
+            self._suspect()
+            raise
 
     async def _open_container(self, api: EngineClient) -> str:
         if self.container is not None:
@@ -430,6 +530,7 @@ class DockerExecutor(CommandRunner):
         api, container_id = self._api, self._container_id
         if api is None:
             return
+        guard, self._guard = self._guard, None
         try:
             if self._channel is not None:
                 # The helper kills every tree it started when its input ends.
@@ -438,10 +539,59 @@ class DockerExecutor(CommandRunner):
                 if self._created and not self.keep:
                     await self._remove(api, container_id)
                 else:
+                    if guard is not None:
+                        # Its input ends: it kills our trees and ends itself.
+                        await self._end_guard(guard)
                     with contextlib.suppress(CommandError, OSError):
                         await self._kill(api, container_id, self._id, prefix=True)
         finally:
+            if guard is not None:
+                await guard.aclose()
             await api.aclose()
+
+    async def _guarded(self, api: EngineClient, container_id: str) -> None:
+        """Start the guard of this executor's trees (`_GUARD`), unless it runs already.
+
+        Started again when its connection shows it ended (a command that
+        killed it, say): one look at the socket, no round trip.
+        """
+        guard = self._guard
+        if guard is not None and not guard.heard_from():
+            return
+        assert self._lock is not None
+        async with self._lock:
+            guard = self._guard
+            if guard is not None and not guard.heard_from():
+                return
+            self._guard = None
+            if guard is not None:
+                await guard.aclose()
+            pattern = tree_pattern(self._id, prefix=True, variable=TREE_VARIABLE)
+            config = {
+                "AttachStdin": True,
+                "AttachStdout": True,
+                "AttachStderr": True,
+                "User": "0",
+                "Cmd": [
+                    "/bin/sh",
+                    "-c",
+                    _GUARD,
+                    "sh",
+                    KILL_SCRIPT,
+                    pattern,
+                    str(math.floor(self.kill_grace * 100)),
+                    str(math.ceil(SETTLE * 100)),
+                ],
+            }
+            exec_id = await api.create_exec(container_id, config)
+            self._guard = await api.attach_exec(exec_id, tty=False)
+
+    async def _end_guard(self, guard: Connection) -> None:
+        """Tell the guard to kill our trees once and end, and wait, for a while, until it did."""
+        with contextlib.suppress(OSError), anyio.move_on_after(self.kill_grace + _KILL_WAIT):
+            await guard.send(b"end\n")
+            while await guard.receive_frame() is not None:
+                pass
 
     # --- the container ---------------------------------------------------------
 
@@ -575,6 +725,7 @@ class DockerExecutor(CommandRunner):
         self, api: EngineClient, container_id: str, prepared: _Prepared, *, tty: bool
     ) -> ExecRun:
         """Create and attach the prepared exec: the run that streams it to its end."""
+        await self._guarded(api, container_id)
         exec_id = await api.create_exec(container_id, prepared.config)
         conn = await api.attach_exec(exec_id, tty=tty)
 
@@ -601,6 +752,7 @@ class DockerExecutor(CommandRunner):
             kill_below=kill_below,
             tty=tty,
             container_id=container_id,
+            on_gone=self._suspect,
         )
 
     async def _helper_channel(self) -> Channel | None:
@@ -609,7 +761,9 @@ class DockerExecutor(CommandRunner):
             return None
         if self._channel is not None and not self._channel.closed:
             return self._channel
-        if self._helper_tried and self.helper is None:
+        # Where the image has no helper, once asked is enough; one that ran
+        # and ended (with its container, say) is started again.
+        if self._helper_tried and self.helper is None and self._channel is None:
             return None
         api, container_id = await self._ensure()
         assert self._lock is not None
@@ -622,6 +776,7 @@ class DockerExecutor(CommandRunner):
                     api, container_id, user=self.user, python=self.python
                 )
             except ExecutorError:
+                self._channel = None
                 if self.helper:
                     raise
                 return None
@@ -709,8 +864,12 @@ class DockerExecutor(CommandRunner):
         argv = self._session_argv(cmd)
 
         async def start() -> Run:
-            api, container_id, prepared = await self._prepare(cmd, argv, stdin=True, tty=pty)
-            return await self._start_exec(api, container_id, prepared, tty=pty)
+            try:
+                api, container_id, prepared = await self._prepare(cmd, argv, stdin=True, tty=pty)
+                return await self._start_exec(api, container_id, prepared, tty=pty)
+            except ExecutorError:
+                self._suspect()
+                raise
 
         return self._run_session(start, cmd, pty=pty)
 

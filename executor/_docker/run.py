@@ -219,8 +219,11 @@ class ExecRun(Run, Arrivals):
         kill_below: KillBelow | None = None,
         tty: bool = False,
         container_id: str = "",
+        on_gone: Callable[[], None] | None = None,
     ) -> None:
         self.marker = b"\0" + nonce + b" "
+        # Told when the exec ended with its container or the engine.
+        self._on_gone = on_gone
         self._api = api
         self._container_id = container_id
         # Set once this executor kills the tree: an exec ended by it is the command's own end.
@@ -393,6 +396,8 @@ class ExecRun(Run, Arrivals):
 
     async def _gone(self, reason: str) -> ExecutorError:
         """The error for an exec that ended with the container or the engine, not by itself."""
+        if self._on_gone is not None:
+            self._on_gone()
         if self._container_id and "Docker engine" not in reason:
             # The exec's own error (no such exec, say) tells less than the container's state.
             reason = await self._api.went_away(self._container_id, wait=_GONE_WAIT) or reason

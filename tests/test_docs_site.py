@@ -191,6 +191,7 @@ class Browser:
         self._ids = itertools.count(1)
         self._pending = b""
         self._session: str | None = None
+        self._offline: dict[str, Path] = {}
         try:
             target = self.send("Target.createTarget", url="about:blank")["targetId"]
             attached = self.send("Target.attachToTarget", targetId=target, flatten=True)
@@ -200,8 +201,8 @@ class Browser:
             self.close()
             raise
 
-    def send(self, method: str, **params: Any) -> dict[str, Any]:
-        """Send one command and wait for its answer (events on the way are dropped)."""
+    def _write(self, method: str, params: dict[str, Any]) -> int:
+        """Send one command; its id."""
         message_id = next(self._ids)
         message: dict[str, Any] = {"id": message_id, "method": method, "params": params}
         if self._session is not None:
@@ -210,6 +211,15 @@ class Browser:
             os.write(self._commands, json.dumps(message).encode() + b"\0")
         except BrokenPipeError:
             raise RuntimeError(f"Chromium is gone before {method}:\n{self.said()}") from None
+        return message_id
+
+    def send(self, method: str, **params: Any) -> dict[str, Any]:
+        """Send one command and wait for its answer.
+
+        A request paused on the way (`offline`) is answered meanwhile; other
+        events are dropped.
+        """
+        message_id = self._write(method, params)
         deadline = time.monotonic() + BROWSER_TIMEOUT
         while True:
             while b"\0" not in self._pending:
@@ -225,12 +235,45 @@ class Browser:
                 self._pending += data
             raw, _, self._pending = self._pending.partition(b"\0")
             answer = json.loads(raw)
+            if answer.get("method") == "Fetch.requestPaused":
+                self._answer_paused(answer["params"])
             if answer.get("id") != message_id:
                 continue
             if "error" in answer:
                 raise RuntimeError(f"{method}: {answer['error']}")
             result: dict[str, Any] = answer["result"]
             return result
+
+    def offline(self, files: dict[str, Path]) -> None:
+        """Answer requests for these URLs (`*` a wildcard) with these files, not the network.
+
+        The theme loads its diagram library from a CDN; the tests have no
+        network, so the library comes from a file.
+        """
+        self._offline = dict(files)
+        patterns = [{"urlPattern": pattern} for pattern in files]
+        self.send("Fetch.enable", patterns=patterns)
+
+    def _answer_paused(self, request: dict[str, Any]) -> None:
+        url = request["request"]["url"]
+        for pattern, path in self._offline.items():
+            if re.fullmatch(".*".join(map(re.escape, pattern.split("*"))), url):
+                body = base64.b64encode(path.read_bytes()).decode()
+                headers = [{"name": "Content-Type", "value": "text/javascript"}]
+                # Not waited for: this runs inside another command's wait.
+                self._write(
+                    "Fetch.fulfillRequest",
+                    {
+                        "requestId": request["requestId"],
+                        "responseCode": 200,
+                        "responseHeaders": headers,
+                        "body": body,
+                    },
+                )
+                return
+        self._write(
+            "Fetch.failRequest", {"requestId": request["requestId"], "errorReason": "Failed"}
+        )
 
     def said(self) -> str:
         """The end of what Chromium wrote on its stdout and stderr."""
@@ -361,16 +404,43 @@ def test_every_public_name_has_a_reference_entry_with_its_docstring(site: Path) 
             assert shown, f"{name}: its docstring ({line!r}) is not on {page}"
 
 
+def mermaid_pages() -> dict[str, int]:
+    """Each page of the manual that draws diagrams (its address in the site), and how many."""
+    found = {}
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        count = sum(line.strip() == "```mermaid" for line in page.read_text().splitlines())
+        if count:
+            relative = page.relative_to(ROOT / "docs").with_suffix("")
+            found["" if relative.name == "index" else f"{relative.as_posix()}/"] = count
+    return found
+
+
+def mermaid_library() -> Path:
+    """Mermaid's `mermaid.min.js`, which the theme would load from a CDN.
+
+    `EXECUTOR_MERMAID_JS` names it (.ci/services/chromium.sh fetches it from
+    npm); without it the test skips, and fails under `EXECUTOR_REQUIRE_DOCS=1`.
+    """
+    library = os.environ.get("EXECUTOR_MERMAID_JS")
+    if library and Path(library).is_file():
+        return Path(library)
+    problem = (
+        "no mermaid.min.js: set EXECUTOR_MERMAID_JS to one (npm pack mermaid@11, its"
+        " package/dist/mermaid.min.js; .ci/services/chromium.sh does)"
+    )
+    if REQUIRED:
+        pytest.fail(f"EXECUTOR_REQUIRE_DOCS=1, but {problem}")
+    pytest.skip(problem)
+
+
 def test_mermaid_fences_become_diagrams(site: Path) -> None:
-    """A ```mermaid block of a page reaches the browser as a diagram, not as code."""
-    sources = [page for page in (ROOT / "docs").rglob("*.md") if "```mermaid" in page.read_text()]
-    assert sources, "no page of the manual draws a diagram"
-    for source in sources:
-        relative = source.relative_to(ROOT / "docs").with_suffix("")
-        folder = site if relative.name == "index" else site / relative
-        built = (folder / "index.html").read_text(encoding="utf-8")
-        assert '<pre class="mermaid">' in built, f"{source.name}: no diagram in the page"
-        assert "language-mermaid" not in built, f"{source.name}: a diagram shown as code"
+    """Each ```mermaid block of a page reaches the browser as a diagram, not as code."""
+    pages = mermaid_pages()
+    assert pages, "no page of the manual draws a diagram"
+    for address, count in pages.items():
+        built = (site / address / "index.html").read_text(encoding="utf-8")
+        assert built.count('<pre class="mermaid">') == count, f"{address}: not {count} diagrams"
+        assert "language-mermaid" not in built, f"{address}: a diagram shown as code"
 
 
 # What a page shows, read from its DOM by the browser.
@@ -445,3 +515,34 @@ def test_an_api_reference_page_renders_an_entry_with_its_signature(
     assert squeezed(summary(executor.LocalExecutor) or "") in squeezed(entry["text"])
     png = browser.screenshot(tmp_path / "reference.png")
     assert png_size_and_colours(png)[2] > 16, "the screenshot is blank"
+
+
+def test_the_diagrams_are_drawn(browser: Browser, served: str, tmp_path: Path) -> None:
+    """Every ```mermaid block of a page is drawn by Mermaid in Chromium: none fails to parse."""
+    pages = mermaid_pages()
+    assert pages, "no page of the manual draws a diagram"
+    browser.offline({"https://unpkg.com/mermaid@*": mermaid_library()})
+    for address, count in pages.items():
+        browser.open(served + address)
+        # The theme swaps each <pre class="mermaid"> for the drawn diagram once
+        # Mermaid has parsed and drawn it; one that does not parse stays a <pre>.
+        drawn = f"""document.querySelectorAll("div.mermaid").length === {count}
+            && !document.querySelector("pre.mermaid")"""
+        try:
+            browser.wait_for(drawn, seconds=30)
+        except pytest.fail.Exception:
+            left = browser.evaluate('document.querySelectorAll("pre.mermaid").length')
+            pytest.fail(f"{address}: {left} of {count} diagrams were not drawn")
+        heights = browser.evaluate(
+            """[...document.querySelectorAll("div.mermaid")]
+                .map(diagram => diagram.getBoundingClientRect().height)"""
+        )
+        assert all(height > 40 for height in heights), f"{address}: diagram heights {heights}"
+        # The first diagram, just below the page's header bar.
+        browser.evaluate(
+            'scrollTo(0, document.querySelector("div.mermaid").getBoundingClientRect().top'
+            " + scrollY - 80)"
+        )
+        name = address.strip("/").replace("/", "-") or "index"
+        png = browser.screenshot(tmp_path / f"{name}-diagram.png")
+        assert png_size_and_colours(png)[2] > 16, "the screenshot is blank"

@@ -235,6 +235,36 @@ def test_an_indented_block_is_read_and_an_unclosed_fence_named(tmp_path: Path) -
         page_blocks(page)
 
 
+LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub (and the manual's site, for plain words) gives a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_readme_links_to_pages_and_headings_that_exist() -> None:
+    """Each relative link of README.md names a file of the checkout, and a heading in it.
+
+    The manual's own links are checked by `mkdocs build --strict`; the README
+    is not part of the site, so its links into docs/ are checked here.
+    """
+    targets = [link["target"] for link in LINK.finditer(README.read_text(encoding="utf-8"))]
+    relative = [target for target in targets if "://" not in target]
+    assert any(target.startswith("docs/") for target in relative)
+    for target in relative:
+        path, _, anchor = target.partition("#")
+        page = ROOT / path
+        assert page.exists(), f"README.md links {target}, but there is no {path}"
+        if anchor:
+            headings = [
+                github_anchor(line.lstrip("#"))
+                for line in page.read_text(encoding="utf-8").splitlines()
+                if line.startswith("#")
+            ]
+            assert anchor in headings, f"README.md links {target}, but {path} has no such heading"
+
+
 @pytest.mark.parametrize("block", BLOCKS, ids=block_id)
 def test_placeholders_are_documented_in_the_block(block: Block) -> None:
     """A placeholder's line carries a comment, or a comment of the block names it."""

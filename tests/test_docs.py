@@ -235,6 +235,13 @@ def test_an_indented_block_is_read_and_an_unclosed_fence_named(tmp_path: Path) -
         page_blocks(page)
 
 
+def test_the_readme_stays_a_front_door() -> None:
+    """README.md stays short (the manual holds the rest) and links into the manual."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines: move the detail into docs/"
+    assert "](docs/index.md)" in "\n".join(lines)
+
+
 LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
 
 

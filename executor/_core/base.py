@@ -410,7 +410,11 @@ class PersistentShell(AsyncResource):
         raise NotImplementedError
 
     def jobs(self) -> list[JobStatus]:
-        """Every job this shell started, in start order, finished ones too."""
+        """Every job this shell started, in start order, ended ones too.
+
+        Of the ended jobs whose output has all been read, only the newest 200
+        are remembered: a shell that starts jobs for hours stays its size.
+        """
         raise NotImplementedError
 
     def job(self, job_id: str) -> Job:
@@ -750,17 +754,33 @@ class CommandRunner(ToolExecutor):
         With a sink (which sees every chunk) the buffer keeps no more than
         `stream_output_limit` either.
         """
+        return self._buffer(streamed=caller_streams(sink))
+
+    def session_buffer(self) -> OutputBuffer:
+        """A buffer for a session's output, for its `finalize()`: what a streamed call keeps.
+
+        A session's reader sees every chunk as it comes, as a sink does, so
+        `stream_output_limit` caps what it keeps too: a persistent shell that
+        runs for hours holds at most that much of its own output, not
+        `output_limit` (32 MiB) of it.
+        """
+        return self._buffer(streamed=True)
+
+    def _buffer(self, *, streamed: bool) -> OutputBuffer:
         spill_dir: str | None = None
         if self.spill:
             spill_dir = _SPILL_DIR if self.spill is True else str(self.spill)
-        return OutputBuffer(self.stored_limit(sink), spill_dir=spill_dir)
+        return OutputBuffer(self._kept(streamed=streamed), spill_dir=spill_dir)
 
     def stored_limit(self, sink: Sink | None) -> int | None:
         """Bytes of output kept in memory: `output_limit`, with a sink `stream_output_limit` too."""
-        limit, streamed = self.output_limit, self.stream_output_limit
-        if streamed is None or not caller_streams(sink):
+        return self._kept(streamed=caller_streams(sink))
+
+    def _kept(self, *, streamed: bool) -> int | None:
+        limit, streamed_limit = self.output_limit, self.stream_output_limit
+        if streamed_limit is None or not streamed:
             return limit
-        return streamed if limit is None else min(limit, streamed)
+        return streamed_limit if limit is None else min(limit, streamed_limit)
 
     def file_buffer(self, shown: str, sink: Sink | None) -> FileBuffer:
         """A buffer for one file read: the whole file, or the read fails (see `FileBuffer`).
@@ -855,7 +875,7 @@ class CommandRunner(ToolExecutor):
             pty=pty,
             initial_stdin=cmd.stdin,
             finish=self._checked,
-            output_buffer=self.output_buffer,
+            output_buffer=self.session_buffer,
             timeout=self._timeout(cmd),
             kill_grace=self.kill_grace,
             drain_timeout=self.drain_timeout,

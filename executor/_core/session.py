@@ -76,7 +76,8 @@ class ProcessSession(AsyncChunks[SessionChunk], abc.ABC):
 
     At most `CHUNK_BUFFER` chunks wait for the reader: a slow reader stops
     the reading, the pipe fills and the command blocks. The output kept for
-    `finalize()` is capped by the executor's output limit.
+    `finalize()` is capped as a streamed call's is (the reader sees every
+    chunk): by the executor's `stream_output_limit` and `output_limit`.
 
     A backend subclasses this and implements the hooks: `_begin` (start the
     process), `_run` (run it to the end, handing each chunk to `_deliver`,

@@ -31,7 +31,9 @@ class ShellJob(Job):
         """Hold `session` (not yet entered) as job `job_id`; its shell's task serves it."""
         self.id = job_id
         self.command = command
-        self._session = session
+        # Let go of once the job has ended (see `serve`): a shell that starts
+        # jobs for hours keeps only their statuses, not their sessions.
+        self._session: ProcessSession | None = session
         self._limit = buffer
         self._unread = OutputBuffer(buffer)
         self._unread_bytes = 0
@@ -54,6 +56,7 @@ class ShellJob(Job):
 
     async def serve(self, *, task_status: TaskStatus[None]) -> None:
         """Run the job to its end in this task: enter the session, read it, leave it."""
+        assert self._session is not None
         try:
             async with self._session as session:
                 self._live = True
@@ -80,6 +83,7 @@ class ShellJob(Job):
                 raise
         finally:
             self._live = False
+            self._session = None
             if self._ended_at is None:
                 self._ended_at = time.monotonic()
             self._done.set()
@@ -150,19 +154,22 @@ class ShellJob(Job):
             ExecutorError: The job has ended, or its stdin was closed.
 
         """
-        if self.done:
+        session = self._session
+        if self.done or session is None:
             raise ExecutorError(f"job {self.id} has ended; it takes no more input")
-        await self._session.send_stdin(Bytes(data.encode() if isinstance(data, str) else data))
+        await session.send_stdin(Bytes(data.encode() if isinstance(data, str) else data))
 
     async def close_stdin(self) -> None:
         """End the job's input (end of file); closing twice is harmless."""
-        if not self.done:
-            await self._session.close_stdin()
+        session = self._session
+        if not self.done and session is not None:
+            await session.close_stdin()
 
     async def signal(self, signal: UnixSignal | int) -> None:
         """Send `signal` to the job's process group, if it still runs."""
-        if not self.done:
-            await self._session.send_stdin(Signal(UnixSignal(signal)))
+        session = self._session
+        if not self.done and session is not None:
+            await session.send_stdin(Signal(UnixSignal(signal)))
 
     async def wait(self, timeout: float | None = None) -> JobStatus:
         """Wait until the job ends, or `timeout` seconds pass; return its status either way."""
@@ -181,7 +188,7 @@ class ShellJob(Job):
         if self.done or self._killed:
             return
         self._killed = True
-        if self._live:
+        if self._live and self._session is not None:
             self._session.cancel()
 
 

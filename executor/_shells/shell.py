@@ -63,6 +63,7 @@ import contextlib
 import copy
 import functools
 import math
+import re
 import secrets
 import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -107,6 +108,13 @@ Flavour: TypeAlias = Literal["bash", "sh"]
 _SEP: Final = b"\x1e"
 # Seconds a fresh shell has to answer its setup before it counts as wedged.
 _START_TIMEOUT: Final = 30.0
+# An `export -p` line of a variable by which an executor finds a command's
+# tree (EXECUTOR_PROCESS_TREE, EXECUTOR_DOCKER_TREE). A job exported the
+# shell's would lose its own: a kill of the job by its tag (over SSH, in a
+# container) would find nothing and wait for the job to end by itself.
+_TREE_TAG: Final = re.compile(r"(?:declare -\S+|export) EXECUTOR_[A-Z]+_TREE(?:=|$)")
+# Ended jobs a shell remembers once their output has all been read (see `jobs()`).
+ENDED_JOBS_KEPT: Final = 200
 # The timeout of the shell's own session, and of a job given none: ten years.
 # `None` would leave them to the executor's `default_timeout`, which is meant
 # for one command, not for a shell that runs many, nor for a server.
@@ -804,11 +812,26 @@ class FramedShell(PersistentShell):
         self._next_job += 1
         job = ShellJob(job_id, command, session, buffer=self._job_buffer)
         await self._tasks.start(job.serve)
+        self._forget_ended_jobs()
         self._jobs[job_id] = job
         return job
 
+    def _forget_ended_jobs(self) -> None:
+        """Forget the oldest ended jobs past `ENDED_JOBS_KEPT`, once their output has been read.
+
+        A shell that starts jobs for hours would otherwise hold every one it
+        ever started. A job with output not yet read is kept: nothing is lost.
+        """
+        ended = [job for job in self._jobs.values() if job.done and not job.status().unread]
+        for job in ended[: max(0, len(ended) - ENDED_JOBS_KEPT)]:
+            del self._jobs[job.id]
+
     def jobs(self) -> list[JobStatus]:
-        """Every job this shell started, in start order, finished ones too."""
+        """Every job this shell started, in start order, ended ones too.
+
+        Of the ended jobs whose output has all been read, only the newest
+        `ENDED_JOBS_KEPT` (200) are kept; `job()` says when it forgot one.
+        """
         return [job.status() for job in self._jobs.values()]
 
     def job(self, job_id: str) -> Job:
@@ -822,6 +845,11 @@ class FramedShell(PersistentShell):
             return self._jobs[str(job_id)]
         except KeyError:
             known = ", ".join(self._jobs) or "none"
+            if str(job_id).isdigit() and 0 < int(job_id) < self._next_job:
+                raise ExecutorError(
+                    f"job {job_id} ended and was forgotten: a shell keeps the newest "
+                    f"{ENDED_JOBS_KEPT} ended jobs whose output was read (jobs: {known})"
+                ) from None
             raise ExecutorError(f"no job {job_id!r} in this shell (jobs: {known})") from None
 
     async def _job_session(self, cmd: Command) -> ProcessSession:
@@ -857,12 +885,17 @@ class FramedShell(PersistentShell):
 
 
 def _exports(text: str) -> str:
-    """`export -p`'s lines without the read-only variables, which cannot be set again."""
+    """`export -p`'s lines without the read-only variables, which cannot be set again.
+
+    Nor the variables that tag a command's tree (`_TREE_TAG`): a job carries
+    the tag its own start gave it, never the shell's.
+    """
     lines = text.splitlines()
     kept = [
         line
         for line in lines
         if not (line.startswith("declare -") and "r" in line.split(" ", 2)[1])
+        and not _TREE_TAG.match(line)
     ]
     return "\n".join(kept)
 

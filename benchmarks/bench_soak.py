@@ -1,0 +1,315 @@
+"""Soak: one MCP server (stdio; HTTP with 16 clients) and every backend, thousands of mixed calls.
+
+Each soak sends the same mix of calls (`tests/soak.py`: short and failing
+commands, a timeout, a cancel, a file written and read back, a job started
+and stopped, persistent-shell commands), checking every answer, and samples
+the serving process every `--every` calls: resident memory, descriptors,
+threads, descendant processes, files in the folders it writes to, the
+processes of ours anywhere on the host, and the host's whole process count.
+
+After the warm-up (the first 10% of the calls) a soak is flat when no count
+rose (descriptors and threads by at most 2: the event loop's idle worker
+threads), and resident memory rose by at most 0.5 MiB per 1000 calls over
+the last 80% of the calls. The median and p99 of the last thousand calls are
+set beside the first thousand's (after the warm-up): within 20% is the
+target, reported, never a failure (the machine is shared). The host's
+process count is a witness only: others' processes come and go on it.
+
+The targets (`--targets`, comma-separated): mcp-stdio, mcp-http, local,
+bubblewrap, landlock, docker-helper, docker-exec, ssh, ray. The full sizes:
+20,000 calls through the MCP server, 10,000 through each backend (`--mcp-calls`,
+`--calls`). A target whose service is missing is skipped with the reason.
+
+    python benchmarks/bench_soak.py                       # everything, full size
+    python benchmarks/bench_soak.py --targets local,ssh --calls 2000
+    python benchmarks/bench_soak.py --quick               # a smoke check: 160 calls each
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import _harness as h
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+import soak
+
+from executor import ExecutorError, LocalExecutor, Sandbox, ToolExecutor
+
+MCP_TARGETS = ("mcp-stdio", "mcp-http")
+BACKENDS = (
+    "local",
+    "bubblewrap",
+    "landlock",
+    "docker-helper",
+    "docker-exec",
+    "ssh",
+    "ray",
+)
+CLIENTS = 16
+# The interpreter may live under the home folder (pyenv), which a sandbox hides.
+INTERPRETER_FOLDER = os.path.dirname(os.path.realpath(sys.executable))
+TARGET_RATIO = 1.2
+
+
+class Skip(Exception):
+    """A target cannot run here (its service is missing); the reason."""
+
+
+@asynccontextmanager
+async def backend(name: str, workdir: str) -> AsyncIterator[tuple[ToolExecutor, dict[str, Any]]]:
+    """The executor of backend `name` in `workdir` (or a folder of its own), and what to count.
+
+    Starts (and afterwards stops, by pid or id) the service it needs: a
+    container, a private sshd, a Ray cluster.
+    """
+    counting: dict[str, Any] = {"folders": [workdir]}
+    if name == "local":
+        async with LocalExecutor(workdir) as ex:
+            yield ex, counting
+    elif name in ("bubblewrap", "landlock"):
+        readable = (sys.prefix, sys.base_prefix, INTERPRETER_FOLDER)
+        sandbox = Sandbox(backend=name, readable=tuple(dict.fromkeys(readable)))  # type: ignore[arg-type]
+        try:
+            sandbox.choose_backend()
+        except ExecutorError as error:
+            raise Skip(str(error)) from None
+        async with LocalExecutor(workdir, sandbox=sandbox) as ex:
+            yield ex, counting
+    elif name in ("docker-helper", "docker-exec"):
+        from docker_engine import BUSYBOX_IMAGE, PYTHON_IMAGE, docker, engine_problem
+
+        from executor import DockerExecutor
+
+        problem = engine_problem()
+        if problem is not None:
+            raise Skip(problem)
+        from docker_engine import start_labelled_container
+
+        helper = name == "docker-helper"
+        container = start_labelled_container(PYTHON_IMAGE if helper else BUSYBOX_IMAGE)
+        try:
+            folder = f"/workspace/{uuid.uuid4().hex}"
+            counting = {
+                "folders": [],
+                "remote_files": lambda: soak.container_files(container, folder, "/tmp"),
+                "remote_processes": lambda: soak.container_processes(container),
+            }
+            async with DockerExecutor(container=container, workdir=folder, helper=helper) as ex:
+                yield ex, counting
+        finally:
+            docker("rm", "-f", container, check=False)
+    elif name == "ssh":
+        from ssh_server import start_server
+
+        server = start_server()
+        if server is None:
+            raise Skip("no /usr/sbin/sshd")
+        try:
+            folder = server.workdir()
+            # The remote host is this one: its folder and its processes (sshd's
+            # children, which are ours) are counted here.
+            async with server.executor(workdir=folder) as ex:
+                yield ex, {"folders": [folder]}
+        finally:
+            server.stop()
+    elif name == "ray":
+        try:
+            import ray
+        except ImportError as error:
+            raise Skip(f"Ray is not installed: {error}") from None
+        from ray_cluster import LOOPBACK_ENV, RayCluster
+
+        from executor import RayExecutor
+
+        os.environ.update(LOOPBACK_ENV)
+        cluster = RayCluster()
+        try:
+            ray.init(address=cluster.address, log_to_driver=False)
+            try:
+                async with RayExecutor(workdir=workdir, resources={"second": 0.01}) as ex:
+                    yield ex, counting
+            finally:
+                ray.shutdown()
+        finally:
+            cluster.stop()
+    else:
+        raise ValueError(f"no such target: {name}")
+
+
+async def soak_target(name: str, calls: int, every: int) -> soak.Soaked:
+    """Soak one target with `calls` calls, sampling every `every`."""
+    warmup = warm_up(calls, every)
+    with tempfile.TemporaryDirectory(prefix="soak-") as root:
+        workdir = os.path.join(root, "work")
+        tmpdir = os.path.join(root, "tmp")
+        os.mkdir(workdir)
+        os.mkdir(tmpdir)
+        if name == "mcp-stdio":
+            return await soak.soak_mcp_stdio(
+                calls, every=every, warmup=warmup, workdir=workdir, tmpdir=tmpdir
+            )
+        if name == "mcp-http":
+            per_client = max(len(soak.CYCLE), every // CLIENTS // len(soak.CYCLE) * len(soak.CYCLE))
+            return await soak.soak_mcp_http(
+                calls,
+                clients=CLIENTS,
+                every=per_client,
+                warmup=warmup,
+                workdir=workdir,
+                tmpdir=tmpdir,
+            )
+        async with AsyncExitStack() as stack:
+            ex, counting = await stack.enter_async_context(backend(name, workdir))
+            return await soak.soak_executor(name, ex, calls, every=every, warmup=warmup, **counting)
+    raise AssertionError("unreachable")
+
+
+def warm_up(calls: int, every: int) -> int:
+    """The calls before flatness is judged: the first 10% (at least one sample's worth)."""
+    return max(every, calls // 10 // every * every)
+
+
+def thousands(durations: list[float], warmup: int) -> tuple[list[float], list[float]]:
+    """The first thousand calls after the warm-up, and the last thousand (fewer when short)."""
+    after = durations[warmup:]
+    size = min(1000, len(after) // 2)
+    return after[:size], after[-size:] if size else []
+
+
+def report(soaked: soak.Soaked) -> tuple[bool, bool]:
+    """Print one soak's figures; whether it was flat, and whether its latency held."""
+    flat = soaked.flatness()
+    over = soaked.over_bounds()
+    rss = flat["rss_mib"]
+    flat_ok = not over and rss.slope <= soak.RSS_SLOPE_MIB
+    first, last = thousands(soaked.durations, soaked.warmup)
+    (m1, p1), (m2, p2) = soak.quantiles(first), soak.quantiles(last)
+    held = m2 <= m1 * TARGET_RATIO and p2 <= p1 * TARGET_RATIO
+    (l1, _, _), (l2, _, _) = soaked.load
+    server = f", server CPU {soaked.server_cpu:.1f} s" if soaked.server_cpu is not None else ""
+    print(
+        f"\n--- {soaked.name}: {len(soaked.durations)} calls in {soaked.wall:.1f} s wall, "
+        f"CPU {soaked.cpu:.1f} s{server}; load {l1:.2f} -> {l2:.2f} "
+        f"(uptime's 1-minute average); warm-up {soaked.warmup} calls"
+    )
+    print(soak.describe(flat))
+    for line in over:
+        print(f"  over its bound: {line}")
+    h.print_table(
+        ["calls", "n", "median ms", "p99 ms"],
+        [
+            ["first thousand", len(first), h.fmt_ms(m1), h.fmt_ms(p1)],
+            ["last thousand", len(last), h.fmt_ms(m2), h.fmt_ms(p2)],
+            ["last / first", "", h.fmt_ratio(m2, m1), h.fmt_ratio(p2, p1)],
+        ],
+    )
+    print(
+        f"  flat (counts within {soaked.bounds}, RSS slope {rss.slope:+.2f} <= "
+        f"{soak.RSS_SLOPE_MIB} MiB/1000 calls): {h.verdict(flat_ok)}; "
+        f"last thousand within 20% of the first: {h.verdict(held)}"
+    )
+    return flat_ok, held
+
+
+def summary_row(soaked: soak.Soaked, flat_ok: bool) -> list[object]:
+    """The closing table's row of one soak."""
+    flat = soaked.flatness()
+    first, last = thousands(soaked.durations, soaked.warmup)
+    (m1, p1), (m2, p2) = soak.quantiles(first), soak.quantiles(last)
+    (l1, _, _), (l2, _, _) = soaked.load
+    return [
+        soaked.name,
+        len(soaked.durations),
+        "yes" if flat_ok else "NO",
+        f"{flat['rss_mib'].slope:+.2f}",
+        f"{flat['fds'].growth:+.0f}/{flat['children'].growth:+.0f}/{flat['files'].growth:+.0f}",
+        f"{h.fmt_ms(m1, 1)} -> {h.fmt_ms(m2, 1)}",
+        f"{h.fmt_ms(p1, 1)} -> {h.fmt_ms(p2, 1)}",
+        f"{soaked.wall:.0f}",
+        f"{soaked.cpu + (soaked.server_cpu or 0):.0f}",
+        f"{l1:.1f}-{l2:.1f}",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="160 calls a target, local and MCP")
+    parser.add_argument(
+        "--targets",
+        default=",".join((*MCP_TARGETS, *BACKENDS)),
+        help="comma-separated: " + ", ".join((*MCP_TARGETS, *BACKENDS)),
+    )
+    parser.add_argument("--calls", type=int, default=10_000, help="calls per backend")
+    parser.add_argument("--mcp-calls", type=int, default=20_000, help="calls per MCP transport")
+    parser.add_argument("--every", type=int, default=160, help="calls between samples")
+    args = parser.parse_args(argv)
+    targets = [name.strip() for name in args.targets.split(",") if name.strip()]
+    unknown = set(targets) - {*MCP_TARGETS, *BACKENDS}
+    if unknown:
+        parser.error(f"no such target: {', '.join(sorted(unknown))}")
+    every = args.every
+    if every % len(soak.CYCLE):
+        parser.error(f"--every must be a multiple of {len(soak.CYCLE)}")
+    if args.quick:
+        # The smoke check: the MCP server over stdio and the local backend, a few cycles.
+        targets = [name for name in targets if name in ("mcp-stdio", "local")]
+        every = 32
+    print(f"uptime: {uptime()}")
+    rows = []
+    failed = False
+    for name in targets:
+        calls = args.mcp_calls if name in MCP_TARGETS else args.calls
+        if args.quick:
+            calls = 160
+        try:
+            soaked = anyio.run(soak_target, name, calls, every)
+        except Skip as skipped:
+            print(f"\n--- {name}: skipped: {skipped}")
+            continue
+        flat_ok, _ = report(soaked)
+        failed |= not flat_ok and not args.quick
+        rows.append(summary_row(soaked, flat_ok))
+    print()
+    h.print_table(
+        [
+            "target",
+            "calls",
+            "flat",
+            "RSS MiB/1k",
+            "fds/procs/files",
+            "median ms first->last",
+            "p99 ms first->last",
+            "wall s",
+            "CPU s",
+            "load",
+        ],
+        rows,
+    )
+    print(f"uptime: {uptime()}")
+    # A leak is a finding, not a crash: reported, and the exit code says so.
+    return 1 if failed else 0
+
+
+def uptime() -> str:
+    """What `uptime` says (the load beside the figures), or the load averages without it."""
+    try:
+        said = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout
+    except OSError:
+        said = ""
+    return said.strip() or f"load average: {os.getloadavg()}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -171,6 +171,42 @@ async def test_a_lost_node_fails_its_command_naming_it_and_leaves_no_tree(
         await ex.aclose()
 
 
+async def test_an_executor_whose_actor_died_places_a_new_one(
+    cluster: RayCluster, tmp_path: Path
+) -> None:
+    """The actor killed mid-command: that command fails, the next runs in a new actor, once."""
+    counter = tmp_path / "runs"
+    marker = f"ray-actor-killed-{uuid.uuid4().hex[:8]}"
+    ex = RayExecutor(
+        workdir=str(tmp_path), resources={"second": 0.01}, kill_grace=0.2, ping_interval=0.5
+    )
+    try:
+        first = await ex.node()
+        printed = anyio.Event()
+
+        async def kill_when_running() -> None:
+            await printed.wait()
+            while not marked_processes(marker):
+                await anyio.sleep(0.05)
+            ray.kill(ex._actor, no_restart=True)
+
+        with anyio.fail_after(NODE_LOSS_BOUND):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(kill_when_running)
+                with pytest.raises(ExecutorError, match=first.node_id):
+                    await ex.exec_cmd_streaming(
+                        command_line(marker, counter), lambda chunk: printed.set()
+                    )
+        assert await gone(marker, within=20), "the command outlived its actor"
+        out = await ex.exec_cmd(Command.shell("echo after; cat runs"))
+        assert out.text() == "after\nrun\n", "the lost command ran again"
+        second = await ex.node()
+        assert second.node_id == cluster.second["node_id"]
+        assert second.pid != first.pid, "the dead actor was used again"
+    finally:
+        await ex.aclose()
+
+
 async def test_a_pool_places_a_lost_nodes_bundle_again(cluster: RayCluster) -> None:
     """A pool made before a node was lost: that bundle's next commands run on a living node."""
     victim = new_node(cluster)

@@ -197,7 +197,7 @@ def from_schema(schema: dict[str, Any], field: str = "") -> st.SearchStrategy[An
 def wrong_type(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
     """Values of another JSON type than `schema` allows (never a runnable string)."""
     allowed = {option.get("type") for option in schema.get("anyOf", [schema])}
-    others = []
+    others: list[st.SearchStrategy[Any]] = []
     if "string" not in allowed:
         others.append(st.text(max_size=10).map(lambda text: f"not a number: {text}"))
     if not allowed & {"integer", "number"}:

@@ -38,7 +38,30 @@ def envelope_problem(message: object) -> str | None:
     return "the message is neither a request, a notification nor a response"
 
 
-def invalid_request(problem: str, code: int = INVALID_REQUEST) -> dict[str, Any]:
-    """The JSON-RPC error answering a message whose id could not be read."""
+def invalid_request(
+    problem: str, code: int = INVALID_REQUEST, ident: str | int | None = None
+) -> dict[str, Any]:
+    """The JSON-RPC error answering a message that is not one: with its id where it was read."""
     label = "Parse error" if code == PARSE_ERROR else "Invalid Request"
-    return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": f"{label}: {problem}"}}
+    return {
+        "jsonrpc": "2.0",
+        "id": ident,
+        "error": {"code": code, "message": f"{label}: {problem}"},
+    }
+
+
+def readable_id(message: object) -> str | int | None:
+    """The id of a JSON-RPC 2.0 request that is not valid otherwise, if it can be read (or None).
+
+    JSON-RPC answers an invalid request with its id whenever the id could
+    be read: a client waits for that id, and an answer under id null leaves
+    it waiting.
+    """
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    if message.get("jsonrpc") != "2.0":
+        return None  # not a JSON-RPC 2.0 request: its "id" may mean anything
+    ident = message.get("id")
+    if isinstance(ident, bool) or not isinstance(ident, str | int):
+        return None
+    return ident

@@ -93,7 +93,7 @@ from executor._wrappers.scoped import ScopedExecutor
 
 if TYPE_CHECKING:
     import mcp_types
-    from mcp.server.context import ServerRequestContext
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.server.lowlevel.server import Server
 
 _R = TypeVar("_R")
@@ -401,6 +401,42 @@ def _refuse_if_missing_elicitation(call: Call) -> None:
     )
 
 
+# How many of a refused request's problems its error names (a union's are many).
+_PROBLEMS_SHOWN = 3
+
+
+async def _explain_invalid_params(
+    ctx: ServerRequestContext[Any, Any], call_next: CallNext
+) -> HandlerResult:
+    """Say which parameter of a request was wrong, where the SDK says only "Invalid request".
+
+    The SDK answers a request whose params fail validation with
+    `Invalid request parameters` and nothing else, so a client (or a model)
+    cannot tell what to fix. The error names each wrong field by its path
+    and what was expected of it, never the value sent.
+    """
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+    from pydantic import ValidationError
+
+    try:
+        return await call_next(ctx)
+    except ValidationError as error:
+        problems = []
+        for each in error.errors(include_input=False, include_url=False):
+            where = ".".join(str(part) for part in each["loc"]) or "params"
+            problem = f"{where}: {each['msg']}"
+            if problem not in problems:
+                problems.append(problem)
+        shown = "; ".join(problems[:_PROBLEMS_SHOWN])
+        more = len(problems) - _PROBLEMS_SHOWN
+        if more > 0:
+            shown += f"; and {more} more"
+        raise MCPError(
+            INVALID_PARAMS, f"Invalid request parameters for {ctx.method}: {shown}"
+        ) from None
+
+
 def _principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
     """Who a sealed request state belongs to: the bearer token and session of the request.
 
@@ -542,6 +578,7 @@ class McpServer:
         security = RequestStateSecurity.ephemeral(ttl=self.approval_ttl)
         security.bind_principal = _principal
         server.middleware.append(RequestStateBoundary(security, default_audience=self.name))
+        server.middleware.append(_explain_invalid_params)
         return server
 
     async def _list_tools(

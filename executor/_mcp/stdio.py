@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from executor._mcp.envelope import PARSE_ERROR, envelope_problem, invalid_request
+from executor._mcp.envelope import PARSE_ERROR, envelope_problem, invalid_request, readable_id
 
 _READ = 1 << 16
 
@@ -39,15 +39,41 @@ def _pollable(fd: int) -> bool:
 
 
 def _refusal(line: bytes, error: ValueError | RecursionError) -> dict[str, Any]:
-    """The error for a line that is not one JSON-RPC message: not JSON, or not a message."""
+    """The error for a line that is not one JSON-RPC message: not JSON, or not a message.
+
+    It carries the message's id where that could be read.
+    """
     try:
         value = json.loads(line)
     except ValueError:
         return invalid_request("the line is not JSON", PARSE_ERROR)
     except RecursionError:
         return invalid_request("the message is nested too deeply")
-    problem = envelope_problem(value) or f"the message is not one MCP knows: {error}"
-    return invalid_request(problem)
+    problem = envelope_problem(value) or f"the message is not one MCP knows: {_shape(value, error)}"
+    return invalid_request(problem, ident=readable_id(value))
+
+
+# The SDK's class for each kind of message, by the field that tells it.
+_KINDS = (("error", "JSONRPCError"), ("result", "JSONRPCResponse"), ("id", "JSONRPCRequest"))
+
+
+def _shape(value: object, error: ValueError | RecursionError) -> str:
+    """What is wrong with a message of the right frame, in a few words (no values quoted).
+
+    The SDK's validation error lists every kind of message the value is not,
+    each with the value itself; only the kind the message claims to be matters.
+    """
+    from pydantic import ValidationError
+
+    if not isinstance(error, ValidationError) or not isinstance(value, dict):
+        return type(error).__name__
+    kind = next((name for field, name in _KINDS if field in value), "JSONRPCNotification")
+    problems = [
+        f"{'.'.join(str(part) for part in each['loc'][1:]) or 'message'}: {each['msg']}"
+        for each in error.errors(include_input=False, include_url=False)
+        if each["loc"] and each["loc"][0] == kind
+    ]
+    return "; ".join(problems[:3]) or "its fields are not those of a message"
 
 
 @contextlib.asynccontextmanager
@@ -61,6 +87,8 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
         return
     import mcp_types
     from mcp.shared.message import SessionMessage
+
+    notification = mcp_types.JSONRPCNotification
 
     reader, writer = os.dup(0), os.dup(1)  # not inherited by children (PEP 446)
     blocking = os.get_blocking(reader), os.get_blocking(writer)
@@ -95,6 +123,13 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
                         message = mcp_types.jsonrpc_message_adapter.validate_json(
                             line, by_name=False
                         )
+                        if isinstance(message, notification) and b'"id"' in line:
+                            # An id the SDK cannot take (1.5, true, an object) makes
+                            # it read a request as a notification and answer nothing:
+                            # the client would wait for ever.
+                            problem = envelope_problem(json.loads(line))
+                            if problem is not None:
+                                raise ValueError(problem)
                     except (ValueError, RecursionError) as error:
                         # Not one message: answered here with -32700 or -32600 (id null), as
                         # JSON-RPC asks; the SDK would only log it, leaving the client waiting.

@@ -24,7 +24,14 @@ import psutil
 import pytest
 from ssh_server import SshServer, start_server
 
-from executor import Chunk, Command, CommandError, ExecutorError, SshExecutor, TimedOut
+from executor import (
+    Chunk,
+    Command,
+    ExecutorError,
+    ShellExited,
+    SshExecutor,
+    TimedOut,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -396,9 +403,11 @@ async def test_a_cut_connection_ends_a_persistent_shell_and_its_jobs(
     async with ex.shell() as sh:
         await sh.start_job("sleep 300")
         started = time.monotonic()
-        # The shell is gone with its connection: ShellExited, the next run in a new one.
-        with pytest.raises(CommandError):
+        # The shell is gone with its connection: ShellExited naming the lost
+        # connection (not an exit of the command's), the next run in a new one.
+        with pytest.raises(ShellExited, match="was lost while the command ran") as raised:
             await sh.run("sleep 300 & echo ready; sleep 300", sink=sink, timeout=120)
+        assert isinstance(raised.value.__cause__, ExecutorError)
         assert time.monotonic() - started < 60
         assert cut
         wait_gone(marker)

@@ -284,6 +284,9 @@ class _Process:
         self.pid: int | None = None
         self.dead = False
         self.exit: CommandOutput | None = None
+        # Why the shell's run failed where the run itself failed (its
+        # connection or engine lost), not the shell: what ShellExited names.
+        self.failure: ExecutorError | None = None
         self.early: list[Chunk] = []
         # Whether an INT was sent for the last command (see `_RESET`).
         self.interrupted = False
@@ -359,6 +362,8 @@ class _Process:
                 self.exit = await self.session.finalize()
             except CommandError as error:
                 self.exit = error.output
+                if isinstance(error, ExecutorError):
+                    self.failure = error
         return self.exit
 
 
@@ -756,11 +761,15 @@ class FramedShell(PersistentShell):
             ended = await process.ended()
             await run_to_completion(process.stop)
             output = result(ended.exit_code, ended.signal)
+            why = process.failure
             raise ShellExited(
                 f"the command ended the shell ({failure_message(ended)}); "
+                "the next command runs in a new shell, without this one's state"
+                if why is None
+                else f"the shell was lost ({why.message}); "
                 "the next command runs in a new shell, without this one's state",
                 output,
-            )
+            ) from why
         output = result(frame.status)
         if output.exit_code:
             raise NonZeroExit(failure_message(output), output)

@@ -146,11 +146,12 @@ async def test_a_session_keeps_what_a_streamed_call_keeps(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("made", ["ssh", "docker-exec", "docker-helper"], indirect=True)
 async def test_a_job_killed_at_once_ends_where_kills_go_by_tag(made: Made) -> None:
-    """A shell's job killed as soon as it starts ends at once over SSH and in a container.
+    """A shell's job killed as soon as it starts ends at once, over SSH and in a container.
 
     (Its start exported the shell's variables, the shell's tree tag among
-    them: the kill, which finds a remote tree by its tag, found nothing, and
-    `kill()` waited for the job to end by itself.)
+    them: over SSH the kill, which finds a remote tree by its tag, found
+    nothing, and `kill()` waited for the job to end by itself. A container's
+    kill did not depend on the tag; it is here as the same check.)
     """
     executor, _ = made
     async with executor, executor.shell() as sh:

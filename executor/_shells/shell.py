@@ -109,9 +109,9 @@ _SEP: Final = b"\x1e"
 # Seconds a fresh shell has to answer its setup before it counts as wedged.
 _START_TIMEOUT: Final = 30.0
 # An `export -p` line of a variable by which an executor finds a command's
-# tree (EXECUTOR_PROCESS_TREE, EXECUTOR_DOCKER_TREE). A job exported the
-# shell's would lose its own: a kill of the job by its tag (over SSH, in a
-# container) would find nothing and wait for the job to end by itself.
+# tree (EXECUTOR_PROCESS_TREE, EXECUTOR_DOCKER_TREE). A job that exported
+# the shell's would lose its own: over SSH, where a kill finds the tree by
+# its tag, the kill found nothing and waited for the job to end by itself.
 _TREE_TAG: Final = re.compile(r"(?:declare -\S+|export) EXECUTOR_[A-Z]+_TREE(?:=|$)")
 # Ended jobs a shell remembers once their output has all been read (see `jobs()`).
 ENDED_JOBS_KEPT: Final = 200

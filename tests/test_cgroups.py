@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import sys
 from pathlib import Path
 
@@ -233,7 +234,9 @@ async def test_folders_of_executors_killed_outright_are_swept(tmp_path: Path) ->
     parents = [folder for folder in (support.v2, *support.v1.values()) if folder is not None]
     dead = int((await anyio.run_process(["sh", "-c", "echo $$"])).stdout)
     left = [os.path.join(parent, f"executor-{dead}-{'a' * 12}") for parent in parents]
-    live = [os.path.join(parent, f"executor-1-{'b' * 12}") for parent in parents]
+    # Its own name for the live one: pid 1's folders outlive every sweep, and
+    # a test beside this one (another pytest-xdist worker) makes its own.
+    live = [os.path.join(parent, f"executor-1-{secrets.token_hex(6)}") for parent in parents]
     busy = os.path.join(parents[0], f"executor-{dead}-{'c' * 12}")
     made = [*left, *live, busy, os.path.join(busy, "c1-1")]
     for folder in made:

@@ -78,6 +78,15 @@ _SLOW_MODULES = {
     # The examples of the README, the manual and snippets/, on every backend.
     "test_readme.py": "the README's examples",
     "test_snippets.py": "snippets/",
+    # Corpora: each entry a command, a path or a script, under every resolver,
+    # sandbox or backend.
+    "test_hostile_commands.py": "a corpus of commands",
+    "test_confinement.py": "a corpus of paths",
+    "test_hostile_toolset.py": "hostile arguments to every tool",
+    "test_hostile_output.py": "floods of output",
+    "test_files_stream.py": "trees read and stopped early",
+    # Static checks of the package as a whole (imports, cycles, public names).
+    "test_architecture.py": "the package's import graph",
     # Sandboxes attacked, memory and disks filled, processes killed, soaks.
     "test_sandbox_escape.py": "a corpus of escapes under each sandbox",
     "test_hostile_local.py": "hostile commands against the host",

@@ -821,6 +821,7 @@ def test_files_into_head_is_quiet(tmp_path: Path) -> None:
     assert result.stderr == ""
 
 
+@pytest.mark.slow
 def test_every_subcommand_into_a_closed_pipe_exits_141(project: Path, tmp_path: Path) -> None:
     """`run`, `files`, `journal list` and --help into a closed pipe exit 141 and say nothing."""
     journal = tmp_path / "journal.sqlite3"

@@ -520,6 +520,7 @@ def _open_at_once(path: Path, count: int) -> list[BaseException]:
     return errors
 
 
+@pytest.mark.slow
 def test_journals_opening_one_new_file_at_once_all_set_it_up(tmp_path: Path) -> None:
     """Journals racing to set up one new file each wait their turn; none raises.
 

@@ -513,6 +513,7 @@ _RM_ROOT = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script=st.recursive(_RM_ROOT, _wrap, max_leaves=4))
 def test_rm_root_is_found_anywhere(script: str) -> None:

@@ -689,6 +689,7 @@ class Tracked:
         return f"chunk {self.number:06d}"
 
 
+@pytest.mark.slow
 async def test_window_memory_is_bounded_over_100k_chunks() -> None:
     """Over 100,000 chunks the session holds at most the window, and what it let go is freed."""
     window, buffer, total = 50, 8, 100_000

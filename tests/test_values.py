@@ -35,6 +35,7 @@ from executor import (
 from executor._core.output import Chunk, OutputBuffer
 
 
+@pytest.mark.slow
 def test_public_names() -> None:
     """`executor.__all__` is exactly the public names, each importable."""
     public = {name for name in dir(executor) if not name.startswith("_")}

@@ -66,6 +66,7 @@ _SLOW_MODULES = {
     "test_mcp_features.py": "the MCP server",
     "test_mcp_schemas.py": "the MCP server",
     "test_mcp_conformance.py": "the MCP conformance suite",
+    "test_hostile_mcp.py": "the MCP server",
     "test_code_interpreter.py": "kernels",
     "test_terminal_tool.py": "terminals",
     "test_toolset.py": "the toolset's shells and terminals",

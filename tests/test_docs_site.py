@@ -197,6 +197,14 @@ class Browser:
             attached = self.send("Target.attachToTarget", targetId=target, flatten=True)
             self._session = attached["sessionId"]
             self.send("Page.enable")
+            # The page's own size, whatever the window's frame takes of it.
+            self.send(
+                "Emulation.setDeviceMetricsOverride",
+                width=1280,
+                height=900,
+                deviceScaleFactor=1,
+                mobile=False,
+            )
         except BaseException:
             self.close()
             raise

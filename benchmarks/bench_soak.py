@@ -95,13 +95,15 @@ async def backend(name: str, workdir: str) -> AsyncIterator[tuple[ToolExecutor, 
 
         from executor import DockerExecutor
 
-        problem = engine_problem()
+        # Its probe runs an event loop of its own: in a thread, beside this one.
+        problem = await anyio.to_thread.run_sync(engine_problem)
         if problem is not None:
             raise Skip(problem)
         from docker_engine import start_labelled_container
 
         helper = name == "docker-helper"
-        container = start_labelled_container(PYTHON_IMAGE if helper else BUSYBOX_IMAGE)
+        image = PYTHON_IMAGE if helper else BUSYBOX_IMAGE
+        container = await anyio.to_thread.run_sync(start_labelled_container, image)
         try:
             folder = f"/workspace/{uuid.uuid4().hex}"
             counting = {

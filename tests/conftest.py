@@ -19,6 +19,13 @@ from ssh_server import SSHD, SshServer, login_user, start_server  # noqa: E402
 from executor import ExecutorError, LocalExecutor, Sandbox  # noqa: E402
 from executor._core.proc import TREE_VARIABLE, proc_stat  # noqa: E402
 
+# A pytest-xdist worker starts with COLUMNS=80 and LINES=24 of execnet's own,
+# which every command would inherit and `tput` would read before its
+# terminal's real size: they are not the user's, so they go.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
 # Modules whose tests share one costly thing of their own (a module-scoped
 # fixture): under pytest-xdist they run in one worker, so it starts once.
 _ONE_WORKER_MODULES = {
@@ -77,7 +84,7 @@ _SLOW_MODULES = {
     "test_shell_swerex.py": "SWE-ReX",
     "test_shell_corpus.py": "a corpus of shell sessions",
     # The examples of the README, the manual and snippets/, on every backend.
-    "test_readme.py": "the README's examples",
+    "test_docs.py": "the examples of the README and the manual",
     "test_snippets.py": "snippets/",
     # Corpora: each entry a command, a path or a script, under every resolver,
     # sandbox or backend.

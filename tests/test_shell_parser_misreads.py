@@ -257,14 +257,24 @@ def _valid(script: str) -> bool:
     return bash_accepts(script) is not False
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(script=st.recursive(st.just(HARMFUL), _misread, max_leaves=3).filter(_valid))
 def test_harmful_command_found_in_nested_misread_constructs(script: str) -> None:
     """`rm -rf /` nested anywhere in these constructs parses and is found."""
     assert "rm-root" in [f.rule for f in check_script(script)], script
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(script=st.recursive(_PLAIN, _misread, max_leaves=3).filter(_valid))
 def test_harmless_nested_misread_constructs_pass(script: str) -> None:
     """The same constructs running harmless commands parse and pass DangerousCommands."""

@@ -45,6 +45,8 @@ _EXEC_END_WAIT: Final = 5.0
 _GONE_WAIT: Final = 0.5
 # Seconds a kill through the helper may take beyond its grace.
 _KILL_WAIT: Final = 10.0
+# How long a kill or a signal waits for the wrapper's pid line: the exec's start.
+_PID_WAIT: Final = 5.0
 # The signal the OOM killer sends (its number on Linux, where containers run).
 _SIGKILL: Final = 9
 
@@ -422,7 +424,7 @@ class ExecRun(Run, Arrivals):
         """Send `number` to the command's process group in the container."""
         # Stdout and stderr are two pipes: the command's first output can come
         # before the wrapper's pid line on stderr.
-        with anyio.move_on_after(5):
+        with anyio.move_on_after(_PID_WAIT):
             await self.pid_known.wait()
         if self._pid and self._marked is None:
             await self._signal_group(self._pid, number)
@@ -430,6 +432,12 @@ class ExecRun(Run, Arrivals):
     async def kill(self, grace: float) -> None:
         """Kill the command's tree in the container (also what it left after its exit)."""
         self._killing = True
+        # The engine starts an exec's process after it answers the attach: a
+        # kill right after the start (a job killed as soon as it began) would
+        # look for the tree before it exists, find none and leave the command
+        # to run on. Its wrapper's pid line says it exists.
+        with anyio.move_on_after(_PID_WAIT):
+            await self.pid_known.wait()
         await self._kill_tree(grace)
 
     async def kill_descendants(self, pid: int) -> None:

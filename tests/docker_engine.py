@@ -14,6 +14,7 @@ import contextlib
 import functools
 import json
 import os
+import socket
 import subprocess
 from collections.abc import Iterator
 
@@ -87,6 +88,16 @@ def our_containers(owner: str | None = None) -> list[str]:
         f"label={LABEL_OWNER}={owner}",
     )
     return found.split()
+
+
+def containers_of(pid: int) -> list[str]:
+    """Containers labelled as made by the process `pid` of this host, whether it runs or not."""
+    listing = docker(
+        "ps", "-a", "--filter", f"label={LABEL_MANAGED}", "--format",
+        f'{{{{.ID}}}} {{{{.Label "{LABEL_OWNER}"}}}}',
+    )  # fmt: skip
+    owner = f"{socket.gethostname()}:{pid}:"
+    return [line.split()[0] for line in listing.splitlines() if owner in line]
 
 
 def container_processes(container_id: str) -> list[str]:

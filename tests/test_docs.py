@@ -45,7 +45,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -55,7 +54,7 @@ from pathlib import Path
 import attrs
 import pytest
 from conftest import require_sandbox, tagged_processes
-from docker_engine import PYTHON_IMAGE, docker, require_engine
+from docker_engine import PYTHON_IMAGE, containers_of, docker, require_engine
 from ssh_server import SshServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -349,16 +348,6 @@ def substitutions(block: Block, tmp_path: Path, request: pytest.FixtureRequest) 
         real[CHECKOUT] = str(make_checkout(tmp_path / "srv"))
     real[DOCKER_IMAGE] = f'"{PYTHON_IMAGE}"'
     return real
-
-
-def containers_of(pid: int) -> list[str]:
-    """Containers labelled as made by the process `pid` of this host."""
-    listing = docker(
-        "ps", "-a", "--filter", "label=io.executor.managed", "--format",
-        '{{.ID}} {{.Label "io.executor.owner"}}',
-    )  # fmt: skip
-    owner = f"{socket.gethostname()}:{pid}:"
-    return [line.split()[0] for line in listing.splitlines() if owner in line]
 
 
 def wait_until(done: Callable[[], bool], seconds: float) -> bool:

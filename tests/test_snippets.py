@@ -16,7 +16,6 @@ import ast
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require_sandbox, tagged_processes
-from docker_engine import PYTHON_IMAGE, docker, require_engine
+from docker_engine import PYTHON_IMAGE, containers_of, docker, require_engine
 from ray_cluster import LOOPBACK_ENV, RayCluster
 from ssh_server import SshServer
 
@@ -390,16 +389,6 @@ def run_snippet(
         pytest.fail(f"{name} ran past {TIMEOUTS.get(name, 60)} s:\n{stdout}\n{stderr}")
     completed = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     return completed, process.pid
-
-
-def containers_of(pid: int) -> list[str]:
-    """Containers labelled as made by the process `pid` of this host."""
-    listing = docker(
-        "ps", "-a", "--filter", "label=io.executor.managed", "--format",
-        '{{.ID}} {{.Label "io.executor.owner"}}',
-    )  # fmt: skip
-    owner = f"{socket.gethostname()}:{pid}:"
-    return [line.split()[0] for line in listing.splitlines() if owner in line]
 
 
 def left_running(pid: int) -> set[int]:

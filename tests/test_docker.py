@@ -378,6 +378,9 @@ def survivors_gone(ex: DockerExecutor) -> bool:
     return ex.container_id not in our_containers()
 
 
+# Garbage collection sees every test process's containers on the engine: the tests
+# that run it, or count what it finds, run in one pytest-xdist worker, one by one.
+@pytest.mark.xdist_group("docker-gc")
 async def test_killed_owner_leaves_a_container_that_gc_removes(tmp_path: Path) -> None:
     """A test process killed with SIGKILL leaves its container; `docker gc` removes it."""
     script = textwrap.dedent(
@@ -418,6 +421,7 @@ async def test_killed_owner_leaves_a_container_that_gc_removes(tmp_path: Path) -
     assert await collect_garbage() == []
 
 
+@pytest.mark.xdist_group("docker-gc")
 async def test_gc_leaves_kept_containers() -> None:
     """A container made with keep=True is not garbage.
 

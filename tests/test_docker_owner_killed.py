@@ -114,6 +114,9 @@ def child_run() -> Iterator[list[subprocess.Popen[str]]]:
             child.stdout.close()
 
 
+# It runs `docker gc`, which sees every test process's containers: in one
+# pytest-xdist worker with the other tests that run or count it (test_docker.py).
+@pytest.mark.xdist_group("docker-gc")
 @pytest.mark.parametrize("how", ["command", "shell"])
 @pytest.mark.parametrize("mode", ["exec", "helper"])
 def test_executor_killed_leaves_nothing_running(

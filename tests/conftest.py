@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 # rewriting its asserts makes its failures say what differed.
 pytest.register_assert_rewrite("executor.testing")
 
+from docker_engine import BUSYBOX_IMAGE, PYTHON_IMAGE, labelled_container  # noqa: E402
 from ray_cluster import LOOPBACK_ENV, RayCluster  # noqa: E402
 from ssh_server import SSHD, SshServer, login_user, start_server  # noqa: E402
 
@@ -220,6 +222,28 @@ def require_sandbox(sandbox: Sandbox | None = None) -> Sandbox:
             pytest.fail(f"EXECUTOR_REQUIRE_SANDBOX is set, but: {error}")
         pytest.skip(str(error))
     return sandbox
+
+
+def interpreter_sandbox(backend: str) -> Sandbox:
+    """A sandbox of `backend` that can run this Python; `require_sandbox`'s skip without one."""
+    # The interpreter may live under the home folder (pyenv), which a sandbox hides.
+    readable = (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)))
+    sandbox = Sandbox(backend=backend, readable=tuple(dict.fromkeys(readable)))  # type: ignore[arg-type]
+    return require_sandbox(sandbox)
+
+
+@pytest.fixture(scope="module")
+def python_container() -> Iterator[str]:
+    """One container of the Python image (its helper runs there), labelled as ours."""
+    with labelled_container(PYTHON_IMAGE) as container:
+        yield container
+
+
+@pytest.fixture(scope="module")
+def busybox_container() -> Iterator[str]:
+    """One busybox container (no Python, no bash: sessions are engine execs), labelled as ours."""
+    with labelled_container(BUSYBOX_IMAGE) as container:
+        yield container
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ services: without them they skip, and with `EXECUTOR_REQUIRE_DOCKER=1`,
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from functools import partial
@@ -19,11 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import alive, require_sandbox
+from conftest import alive, interpreter_sandbox
 from docker_engine import (
     BUSYBOX_IMAGE,
-    PYTHON_IMAGE,
-    labelled_container,
     require_engine,
 )
 from ray_cluster import LOOPBACK_ENV, RayCluster
@@ -32,7 +29,6 @@ from ssh_server import SshServer
 from executor import (
     DockerExecutor,
     LocalExecutor,
-    Sandbox,
     ToolExecutor,
 )
 from executor.testing import (
@@ -56,10 +52,7 @@ class TestLocalLifecycle(LifecycleContract, OutputContract, RunContract):
 
 
 def _sandboxed(backend: str, workdir: Path) -> ExecutorFactory:
-    # The interpreter may live under the home folder (pyenv), which a sandbox hides.
-    readable = (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)))
-    sandbox = Sandbox(backend=backend, readable=tuple(dict.fromkeys(readable)))  # type: ignore[arg-type]
-    return partial(LocalExecutor, workdir, sandbox=require_sandbox(sandbox))
+    return partial(LocalExecutor, workdir, sandbox=interpreter_sandbox(backend))
 
 
 async def _marked_on_this_machine(pids: list[int], mark: str) -> list[str]:
@@ -104,20 +97,6 @@ class TestLandlockLifecycle(LifecycleContract, OutputContract, RunContract):
     def executor_factory(self, tmp_path: Path) -> ExecutorFactory:
         """Sandboxed LocalExecutors in one empty folder."""
         return _sandboxed("landlock", tmp_path)
-
-
-@pytest.fixture(scope="module")
-def python_container() -> Iterator[str]:
-    """One container of the Python image (so the in-container helper runs), labelled as ours."""
-    with labelled_container(PYTHON_IMAGE) as container:
-        yield container
-
-
-@pytest.fixture(scope="module")
-def busybox_container() -> Iterator[str]:
-    """One container of the busybox image (no helper: engine execs), labelled as ours."""
-    with labelled_container(BUSYBOX_IMAGE) as container:
-        yield container
 
 
 class TestDockerHelperLifecycle(LifecycleContract, OutputContract, RunContract):

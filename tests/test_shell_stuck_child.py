@@ -12,7 +12,6 @@ fail under their `EXECUTOR_REQUIRE_*`).
 
 from __future__ import annotations
 
-import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -20,8 +19,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import alive, require_sandbox
-from docker_engine import BUSYBOX_IMAGE, PYTHON_IMAGE, labelled_container
+from conftest import alive, interpreter_sandbox
 from ray_cluster import RayCluster
 from ssh_server import SshServer
 
@@ -30,7 +28,6 @@ from executor import (
     DockerExecutor,
     LocalExecutor,
     PersistentShell,
-    Sandbox,
     Text,
     TimedOut,
     ToolExecutor,
@@ -74,20 +71,6 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def busybox_container() -> Iterator[str]:
-    """A busybox container (no Python, no bash: the shell is `sh`), labelled as ours."""
-    with labelled_container(BUSYBOX_IMAGE) as container:
-        yield container
-
-
-@pytest.fixture(scope="module")
-def python_container() -> Iterator[str]:
-    """A container of the Python image, labelled as ours."""
-    with labelled_container(PYTHON_IMAGE) as container:
-        yield container
-
-
-@pytest.fixture(scope="module")
 def ray_connected(ray_cluster: RayCluster) -> Iterator[RayCluster]:
     """The run's Ray cluster, with this process connected to it as a driver."""
     import ray
@@ -99,18 +82,12 @@ def ray_connected(ray_cluster: RayCluster) -> Iterator[RayCluster]:
         ray.shutdown()
 
 
-def _sandbox(backend: str) -> Sandbox:
-    readable = (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)))
-    sandbox = Sandbox(backend=backend, readable=tuple(dict.fromkeys(readable)))  # type: ignore[arg-type]
-    return require_sandbox(sandbox)
-
-
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     """Each backend's name, its services (containers, sshd, Ray) made ready outside the loop."""
     name = str(request.param)
     if name in ("bubblewrap", "landlock"):
-        _sandbox(name)
+        interpreter_sandbox(name)
     elif name.startswith("docker-"):
         request.getfixturevalue(f"{name.removeprefix('docker-')}_container")
     elif name in ("ssh", "ray"):
@@ -122,7 +99,7 @@ def _make(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> ToolExec
     if name == "local":
         return LocalExecutor(tmp_path, kill_grace=GRACE)
     if name in ("bubblewrap", "landlock"):
-        return LocalExecutor(tmp_path, kill_grace=GRACE, sandbox=_sandbox(name))
+        return LocalExecutor(tmp_path, kill_grace=GRACE, sandbox=interpreter_sandbox(name))
     if name.startswith("docker-"):
         container = request.getfixturevalue(f"{name.removeprefix('docker-')}_container")
         workdir = f"/workspace/{uuid.uuid4().hex}"

@@ -8,18 +8,15 @@ instead under `EXECUTOR_REQUIRE_DOCKER=1` / `EXECUTOR_REQUIRE_SSH=1`.
 
 from __future__ import annotations
 
-import os
-import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
-from conftest import alive, require_sandbox, tagged_processes
+from conftest import alive, interpreter_sandbox, tagged_processes
 from docker_engine import (
     BUSYBOX_IMAGE,
-    PYTHON_IMAGE,
     labelled_container,
 )
 from ssh_server import SshServer
@@ -46,7 +43,6 @@ from executor import (
     PersistentShell,
     PolicyDenied,
     ReadOnly,
-    Sandbox,
     Secrets,
     ShellOutput,
     TimedOut,
@@ -76,19 +72,15 @@ class _AsyncioOnly:
     """The other backends run the contract on asyncio alone: trio's turn is the local one."""
 
 
-def _sandbox(backend: str) -> Sandbox:
-    readable = (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)))
-    sandbox = Sandbox(backend=backend, readable=tuple(dict.fromkeys(readable)))  # type: ignore[arg-type]
-    return require_sandbox(sandbox)
-
-
 class TestBubblewrapShell(_AsyncioOnly, ShellContract):
     """A LocalExecutor sandboxed by bubblewrap."""
 
     @pytest.fixture
     async def executor(self, tmp_path: Path) -> AsyncIterator[ToolExecutor]:
         """A sandboxed LocalExecutor in an empty folder."""
-        async with LocalExecutor(tmp_path, kill_grace=0.2, sandbox=_sandbox("bubblewrap")) as ex:
+        async with LocalExecutor(
+            tmp_path, kill_grace=0.2, sandbox=interpreter_sandbox("bubblewrap")
+        ) as ex:
             yield ex
 
 
@@ -98,15 +90,10 @@ class TestLandlockShell(_AsyncioOnly, ShellContract):
     @pytest.fixture
     async def executor(self, tmp_path: Path) -> AsyncIterator[ToolExecutor]:
         """A sandboxed LocalExecutor in an empty folder."""
-        async with LocalExecutor(tmp_path, kill_grace=0.2, sandbox=_sandbox("landlock")) as ex:
+        async with LocalExecutor(
+            tmp_path, kill_grace=0.2, sandbox=interpreter_sandbox("landlock")
+        ) as ex:
             yield ex
-
-
-@pytest.fixture(scope="module")
-def python_container() -> Iterator[str]:
-    """One container of the Python image (its helper runs there), labelled as ours."""
-    with labelled_container(PYTHON_IMAGE) as container:
-        yield container
 
 
 class TestDockerHelperShell(_AsyncioOnly, ShellContract):
@@ -120,13 +107,6 @@ class TestDockerHelperShell(_AsyncioOnly, ShellContract):
             container=python_container, workdir=workdir, kill_grace=0.2
         ) as ex:
             yield ex
-
-
-@pytest.fixture(scope="module")
-def busybox_container() -> Iterator[str]:
-    """One busybox container (no Python: every session is an engine exec), labelled as ours."""
-    with labelled_container(BUSYBOX_IMAGE) as container:
-        yield container
 
 
 class TestDockerExecShell(_AsyncioOnly, ShellContract):
@@ -446,7 +426,7 @@ async def test_read_only_refuses_runs_where_it_cannot_enforce(ex: LocalExecutor)
 
 async def test_read_only_shell_in_a_sandbox_cannot_write(tmp_path: Path) -> None:
     """ReadOnly over a sandbox runs commands in a shell that can write nothing."""
-    sandbox = _sandbox("bubblewrap")
+    sandbox = interpreter_sandbox("bubblewrap")
     async with LocalExecutor(tmp_path, sandbox=sandbox) as ex, ReadOnly(ex).shell() as sh:
         with pytest.raises(NonZeroExit):
             await sh.run("echo x > file")

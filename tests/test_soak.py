@@ -20,7 +20,6 @@ instead under `EXECUTOR_REQUIRE_DOCKER`, `EXECUTOR_REQUIRE_SSH`,
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,8 +28,7 @@ from typing import Any
 import anyio
 import pytest
 import soak
-from conftest import require_sandbox
-from docker_engine import BUSYBOX_IMAGE, PYTHON_IMAGE, labelled_container
+from conftest import interpreter_sandbox
 from ray_cluster import LOOPBACK_ENV, RayCluster
 from ssh_server import SshServer
 
@@ -40,7 +38,6 @@ from executor import (
     ExecutorError,
     JobState,
     LocalExecutor,
-    Sandbox,
     ToolExecutor,
 )
 from executor._shells.shell import ENDED_JOBS_KEPT
@@ -174,24 +171,7 @@ Made = tuple[ToolExecutor, dict[str, Any]]
 
 
 def _sandboxed(backend: str, workdir: Path) -> LocalExecutor:
-    # The interpreter may live under the home folder (pyenv), which a sandbox hides.
-    readable = (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)))
-    sandbox = Sandbox(backend=backend, readable=tuple(dict.fromkeys(readable)))  # type: ignore[arg-type]
-    return LocalExecutor(workdir, sandbox=require_sandbox(sandbox))
-
-
-@pytest.fixture(scope="module")
-def python_container() -> Iterator[str]:
-    """One container of the Python image (so the in-container helper runs), labelled as ours."""
-    with labelled_container(PYTHON_IMAGE) as container:
-        yield container
-
-
-@pytest.fixture(scope="module")
-def busybox_container() -> Iterator[str]:
-    """One container of the busybox image (no helper: engine execs), labelled as ours."""
-    with labelled_container(BUSYBOX_IMAGE) as container:
-        yield container
+    return LocalExecutor(workdir, sandbox=interpreter_sandbox(backend))
 
 
 def _in_container(container: str, *, helper: bool) -> Made:

@@ -176,6 +176,11 @@ def below_argv(pattern: str, pid: int) -> list[str]:
     return ["sh", "-c", BELOW_SCRIPT, "sh", pattern, str(pid)]
 
 
+def kill_arguments(pattern: str, grace: float, settle: float = 0.0) -> list[str]:
+    """`KILL_SCRIPT`'s arguments: PATTERN, then GRACE and SETTLE in hundredths of a second."""
+    return [pattern, str(math.floor(grace * 100)), str(math.ceil(settle * 100))]
+
+
 class TreeKiller:
     """Runs `KILL_SCRIPT` for one executor, keeping the grace in wall time.
 
@@ -192,15 +197,7 @@ class TreeKiller:
         """The argv of a kill whose SIGKILL is due at `deadline` (on `anyio.current_time`)."""
         grace = max(0.0, deadline - anyio.current_time() - self._overhead)
         settle_for = SETTLE if settle else 0.0
-        return [
-            "sh",
-            "-c",
-            KILL_SCRIPT,
-            "sh",
-            pattern,
-            str(math.floor(grace * 100)),
-            str(math.ceil(settle_for * 100)),
-        ]
+        return ["sh", "-c", KILL_SCRIPT, "sh", *kill_arguments(pattern, grace, settle_for)]
 
     def ran(self, begun: float, stdout: bytes | str) -> None:
         """Learn the round trips' cost from a kill begun at `begun` that printed `stdout`."""

@@ -40,7 +40,14 @@ from executor._core.errors import CommandError, EngineError, ExecutorError, NonZ
 from executor._core.output import Chunk, CommandOutput, Sink, Stderr, Stdout
 from executor._core.run import Run
 from executor._core.session import ProcessSession
-from executor._core.treekill import KILL_SCRIPT, SETTLE, TreeKiller, below_argv, tree_pattern
+from executor._core.treekill import (
+    KILL_SCRIPT,
+    SETTLE,
+    TreeKiller,
+    below_argv,
+    kill_arguments,
+    tree_pattern,
+)
 from executor._docker import archive, container
 from executor._docker.api import Connection, EngineClient
 from executor._docker.build import BuiltImage, DockerBuild, build_image
@@ -578,9 +585,7 @@ class DockerExecutor(CommandRunner):
                     _GUARD,
                     "sh",
                     KILL_SCRIPT,
-                    pattern,
-                    str(math.floor(self.kill_grace * 100)),
-                    str(math.ceil(SETTLE * 100)),
+                    *kill_arguments(pattern, self.kill_grace, SETTLE),
                 ],
             }
             exec_id = await api.create_exec(container_id, config)

@@ -71,7 +71,14 @@ from executor._core.errors import ExecutorError, TimedOut
 from executor._core.output import CommandOutput, Sink, Stdout
 from executor._core.proc import TREE_VARIABLE
 from executor._core.session import ProcessSession
-from executor._core.treekill import KILL_SCRIPT, SETTLE, TreeKiller, below_argv, tree_pattern
+from executor._core.treekill import (
+    KILL_SCRIPT,
+    SETTLE,
+    TreeKiller,
+    below_argv,
+    kill_arguments,
+    tree_pattern,
+)
 from executor._files.rules import normalise_extensions
 from executor._ssh.errors import (
     ConnectAttempt,
@@ -132,7 +139,7 @@ done
 exit 0
 """
 
-# Run as `sh -c GUARD sh PATTERN GRACE` in the guard channel (see the module's
+# Run as `sh -c GUARD sh PATTERN GRACE SETTLE` in the guard channel (see the module's
 # docstring): wait for the end of stdin, which comes when sshd's process for
 # the connection exits, then kill every tree PATTERN finds (`KILL_SCRIPT` with
 # no settling). Its output goes nowhere then, the channel's reader being gone;
@@ -142,7 +149,6 @@ _GUARD_SCRIPT: Final = (
 trap '' HUP INT PIPE
 while read -r _; do :; done
 exec >/dev/null 2>&1
-set -- "$1" "$2" 0
 """
     + KILL_SCRIPT
 )
@@ -418,9 +424,9 @@ class SshExecutor(CommandRunner):
         from executor._ssh.remote import GuardChannel
 
         pattern = tree_pattern(_tag_prefix(connection), prefix=True)
-        grace = str(math.floor(self.kill_grace * 100))
         # `exec`: the login shell becomes the guard, one process for the connection's life.
-        line = "exec " + shlex.join(["sh", "-c", _GUARD_SCRIPT, "sh", pattern, grace])
+        arguments = kill_arguments(pattern, self.kill_grace)
+        line = "exec " + shlex.join(["sh", "-c", _GUARD_SCRIPT, "sh", *arguments])
         try:
             await connection.create_session(GuardChannel, line, encoding=None)
         except BaseException as error:

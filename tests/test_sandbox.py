@@ -984,6 +984,34 @@ async def test_landlock_commands_start_outside_the_executor(tmp_path: Path) -> N
             psutil.Process(int(zygote)).environ()
 
 
+def test_the_zygote_ends_with_the_process_without_a_warning(tmp_path: Path) -> None:
+    """At exit the zygote's socket is closed and the zygote reaped: no `ResourceWarning`.
+
+    Left to the interpreter's teardown, the socket was closed with an
+    "unclosed socket" warning on every exit of a process that ran a
+    Landlock command.
+    """
+    sandbox_for("landlock")
+    script = (
+        "import anyio, sys\n"
+        "from executor import Command, LocalExecutor, Sandbox\n"
+        "async def main():\n"
+        f"    sandbox = Sandbox(backend='landlock', readable={PYTHON!r})\n"
+        f"    async with LocalExecutor({str(tmp_path)!r}, sandbox=sandbox) as ex:\n"
+        "        print((await ex.exec_cmd(Command.shell('echo ran'))).stdout.decode().strip())\n"
+        "anyio.run(main)\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-X", "dev", "-W", "always::ResourceWarning", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (child.returncode, child.stdout) == (0, "ran\n"), child.stderr
+    assert "ResourceWarning" not in child.stderr, child.stderr
+
+
 async def test_concurrent_landlock_commands_do_not_share_a_domain(tmp_path: Path) -> None:
     """One command cannot ptrace another of the same executor: each has a Landlock domain."""
     async with sandboxed(tmp_path, "landlock") as ex, anyio.create_task_group() as tasks:

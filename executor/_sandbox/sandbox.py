@@ -52,6 +52,7 @@ every guarantee the machine cannot give and how to get it.
 from __future__ import annotations
 
 import array
+import atexit
 import contextlib
 import errno
 import functools
@@ -1169,6 +1170,36 @@ def _zygote() -> _Zygote:
         if not _zygotes:
             _zygotes.append(_Zygote())
         return _zygotes[0]
+
+
+# How long the exit waits for the zygote to see its socket end and exit.
+_ZYGOTE_EXIT_WAIT = 1.0
+
+
+def _end_zygote() -> None:
+    """At exit: close the zygote's requests socket, so it ends, and reap it.
+
+    Left to the interpreter's teardown, the socket would be closed with a
+    `ResourceWarning` and the zygote left a zombie until this process ends.
+    """
+    with _zygote_lock:
+        while _zygotes:
+            zygote = _zygotes.pop()
+            zygote.requests.close()
+            if zygote.owner != os.getpid():
+                continue
+            try:
+                pidfd = os.pidfd_open(zygote.pid)
+            except OSError:
+                continue
+            try:
+                if select.select([pidfd], [], [], _ZYGOTE_EXIT_WAIT)[0]:
+                    zygote.ended()
+            finally:
+                os.close(pidfd)
+
+
+atexit.register(_end_zygote)
 
 
 def _stop(

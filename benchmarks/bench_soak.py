@@ -189,10 +189,25 @@ def warm_up(calls: int, every: int) -> int:
 
 
 def thousands(durations: list[float], warmup: int) -> tuple[list[float], list[float]]:
-    """The first thousand calls after the warm-up, and the last thousand (fewer when short)."""
+    """The first thousand calls after the warm-up, and the last thousand (fewer when short).
+
+    Whole cycles of the mix (992 calls, 62 cycles), so that both hold the
+    same kinds of calls: 1000 would give one half a cycle's timeout and
+    cancel more than the other.
+    """
     after = durations[warmup:]
-    size = min(1000, len(after) // 2)
+    size = min(1000, len(after) // 2) // len(soak.CYCLE) * len(soak.CYCLE)
     return after[:size], after[-size:] if size else []
+
+
+def medians_by_thousand(durations: list[float], warmup: int) -> list[float]:
+    """The median of each run of 992 calls (62 cycles) after the warm-up: drift or noise."""
+    after = durations[warmup:]
+    size = 1000 // len(soak.CYCLE) * len(soak.CYCLE)
+    return [
+        soak.quantiles(after[start : start + size])[0]
+        for start in range(0, len(after) - size + 1, size)
+    ]
 
 
 def report(soaked: soak.Soaked) -> tuple[bool, bool]:
@@ -222,6 +237,8 @@ def report(soaked: soak.Soaked) -> tuple[bool, bool]:
             ["last / first", "", h.fmt_ratio(m2, m1), h.fmt_ratio(p2, p1)],
         ],
     )
+    steps = medians_by_thousand(soaked.durations, soaked.warmup)
+    print("  median of each thousand, ms: " + " ".join(h.fmt_ms(m, 1) for m in steps))
     print(
         f"  flat (counts within {soaked.bounds}, RSS slope {rss.slope:+.2f} <= "
         f"{soak.RSS_SLOPE_MIB} MiB/1000 calls): {h.verdict(flat_ok)}; "

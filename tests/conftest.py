@@ -36,6 +36,14 @@ _ONE_WORKER_MODULES = {
     "test_docs_site.py": "one build of the manual and one browser",
 }
 
+# Modules that must not run beside each other in two workers, by the group
+# they share: `docker gc` in one removes the containers another's killed
+# child left on purpose, before it has looked inside them.
+_SHARED_WORKER_MODULES = {
+    "test_docker.py": "docker-gc",
+    "test_docker_owner_killed.py": "docker-gc",
+}
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist, make the SSH tests' login user before any worker starts.
@@ -48,6 +56,18 @@ def pytest_configure(config: pytest.Config) -> None:
     distributed = config.getoption("dist", "no") != "no" and config.getoption("tx", None)
     if distributed and os.path.exists(SSHD) and shutil.which("ssh-keygen"):
         login_user()
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: two workers a core.
+
+    Most of the suite's time is waiting, not computing: for a command's
+    timeout or idle window, a kill's grace, a sleep in the command under
+    test, a service's answer. Measured on two cores, the whole suite spent
+    under half its worker time on a core, so a worker a core leaves them
+    idle half the time.
+    """
+    return 2 * len(os.sched_getaffinity(0))
 
 
 # Modules that are `slow` as a whole (the marker's rule, in pyproject.toml):
@@ -121,7 +141,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     pytest-xdist: every test on the Ray cluster runs in one worker (one
     cluster for the run, not one per worker: each is a head and a second
-    node), and so does each module of `_ONE_WORKER_MODULES`. It takes effect
+    node), and so does each module of `_ONE_WORKER_MODULES`, and each group
+    of `_SHARED_WORKER_MODULES`. It takes effect
     with `--dist loadgroup` (pyproject.toml's addopts); without `-n` it
     changes nothing.
     """
@@ -134,6 +155,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("ray"))
         elif module in _ONE_WORKER_MODULES:
             item.add_marker(pytest.mark.xdist_group(module))
+        elif module in _SHARED_WORKER_MODULES:
+            item.add_marker(pytest.mark.xdist_group(_SHARED_WORKER_MODULES[module]))
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -207,6 +230,18 @@ def ray_cluster() -> Iterator[RayCluster]:
     cluster = RayCluster()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_driver(ray_cluster: RayCluster) -> Iterator[RayCluster]:
+    """The run's Ray cluster, with this process connected to it as a driver (for a module)."""
+    import ray
+
+    ray.init(address=ray_cluster.address, log_to_driver=False, ignore_reinit_error=True)
+    try:
+        yield ray_cluster
+    finally:
+        ray.shutdown()
 
 
 def require_sandbox(sandbox: Sandbox | None = None) -> Sandbox:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from docker_engine import (
     BUSYBOX_IMAGE,
     require_engine,
 )
-from ray_cluster import LOOPBACK_ENV, RayCluster
+from ray_cluster import RayCluster
 from ssh_server import SshServer
 
 from executor import (
@@ -150,19 +149,6 @@ class TestSshLifecycle(LifecycleContract, OutputContract, RunContract):
             return ssh_server.executor(workdir=workdir, **options)
 
         return make
-
-
-@pytest.fixture(scope="module")
-def ray_driver(ray_cluster: RayCluster) -> Iterator[RayCluster]:
-    """The run's Ray cluster, with this process connected to it as a driver."""
-    os.environ.update(LOOPBACK_ENV)
-    import ray
-
-    ray.init(address=ray_cluster.address, log_to_driver=False)
-    try:
-        yield ray_cluster
-    finally:
-        ray.shutdown()
 
 
 class TestRayRun(RunContract):

@@ -15,7 +15,7 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -66,13 +66,9 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster(ray_cluster: RayCluster) -> Iterator[RayCluster]:
+def cluster(ray_driver: RayCluster) -> RayCluster:
     """The run's cluster, with this process connected to it as a driver."""
-    ray.init(address=ray_cluster.address, log_to_driver=False)
-    try:
-        yield ray_cluster
-    finally:
-        ray.shutdown()
+    return ray_driver
 
 
 def on_second(workdir: Path | str | None = None, **options: Any) -> RayExecutor:

@@ -24,7 +24,6 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,13 +73,9 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster(ray_cluster: RayCluster) -> Iterator[RayCluster]:
+def cluster(ray_driver: RayCluster) -> RayCluster:
     """The run's cluster, with this process connected to it as a driver."""
-    ray.init(address=ray_cluster.address, log_to_driver=False)
-    try:
-        yield ray_cluster
-    finally:
-        ray.shutdown()
+    return ray_driver
 
 
 def new_node(cluster: RayCluster) -> dict[str, Any]:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
 from conftest import alive, interpreter_sandbox
-from ray_cluster import RayCluster
 from ssh_server import SshServer
 
 from executor import (
@@ -70,18 +69,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="module")
-def ray_connected(ray_cluster: RayCluster) -> Iterator[RayCluster]:
-    """The run's Ray cluster, with this process connected to it as a driver."""
-    import ray
-
-    ray.init(address=ray_cluster.address, log_to_driver=False, ignore_reinit_error=True)
-    try:
-        yield ray_cluster
-    finally:
-        ray.shutdown()
-
-
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     """Each backend's name, its services (containers, sshd, Ray) made ready outside the loop."""
@@ -91,7 +78,7 @@ def backend(request: pytest.FixtureRequest) -> str:
     elif name.startswith("docker-"):
         request.getfixturevalue(f"{name.removeprefix('docker-')}_container")
     elif name in ("ssh", "ray"):
-        request.getfixturevalue("ssh_server" if name == "ssh" else "ray_connected")
+        request.getfixturevalue("ssh_server" if name == "ssh" else "ray_driver")
     return name
 
 

@@ -19,9 +19,7 @@ instead under `EXECUTOR_REQUIRE_DOCKER`, `EXECUTOR_REQUIRE_SSH`,
 
 from __future__ import annotations
 
-import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,6 @@ import anyio
 import pytest
 import soak
 from conftest import interpreter_sandbox
-from ray_cluster import LOOPBACK_ENV, RayCluster
 from ssh_server import SshServer
 
 from executor import (
@@ -181,19 +178,6 @@ def _in_container(container: str, *, helper: bool) -> Made:
         "remote_processes": lambda: soak.container_processes(container),
     }
     return DockerExecutor(container=container, workdir=folder, helper=helper), counting
-
-
-@pytest.fixture(scope="module")
-def ray_driver(ray_cluster: RayCluster) -> Iterator[RayCluster]:
-    """The run's Ray cluster, with this process connected to it as a driver."""
-    os.environ.update(LOOPBACK_ENV)
-    import ray
-
-    ray.init(address=ray_cluster.address, log_to_driver=False)
-    try:
-        yield ray_cluster
-    finally:
-        ray.shutdown()
 
 
 @pytest.fixture

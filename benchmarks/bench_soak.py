@@ -31,6 +31,7 @@ bubblewrap, landlock, docker-helper, docker-exec, ssh, ray. The full sizes:
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import subprocess
 import sys
@@ -64,6 +65,8 @@ CLIENTS = 16
 # The interpreter may live under the home folder (pyenv), which a sandbox hides.
 INTERPRETER_FOLDER = os.path.dirname(os.path.realpath(sys.executable))
 TARGET_RATIO = 1.2
+# A call this long (seconds) is listed with its kind: a mix's call takes milliseconds.
+SLOW_CALL = 1.0
 
 
 class Skip(Exception):
@@ -200,6 +203,23 @@ def thousands(durations: list[float], warmup: int) -> tuple[list[float], list[fl
     return after[:size], after[-size:] if size else []
 
 
+def slow_calls(soaked: soak.Soaked) -> str:
+    """The calls that took over `SLOW_CALL` seconds: how many, of which kinds, and where.
+
+    A call's kind is known from its place where one client made the calls
+    in turn; over HTTP (16 clients) the calls came back interleaved.
+    """
+    slow = [index for index, took in enumerate(soaked.durations) if took > SLOW_CALL]
+    if not slow:
+        return "none"
+    said = f"{len(slow)}"
+    if soaked.name != "mcp-http":
+        kinds = collections.Counter(soak.CYCLE[index % len(soak.CYCLE)] for index in slow)
+        said += " (" + ", ".join(f"{kind} {n}" for kind, n in kinds.most_common()) + ")"
+    shown = ", ".join(f"#{index} {h.fmt_ms(soaked.durations[index], 0)} ms" for index in slow[:12])
+    return f"{said}: {shown}{', ...' if len(slow) > 12 else ''}"
+
+
 def medians_by_thousand(durations: list[float], warmup: int) -> list[float]:
     """The median of each run of 992 calls (62 cycles) after the warm-up: drift or noise."""
     after = durations[warmup:]
@@ -239,6 +259,7 @@ def report(soaked: soak.Soaked) -> tuple[bool, bool]:
     )
     steps = medians_by_thousand(soaked.durations, soaked.warmup)
     print("  median of each thousand, ms: " + " ".join(h.fmt_ms(m, 1) for m in steps))
+    print(f"  calls over {SLOW_CALL:g} s: {slow_calls(soaked)}")
     print(
         f"  flat (counts within {soaked.bounds}, RSS slope {rss.slope:+.2f} <= "
         f"{soak.RSS_SLOPE_MIB} MiB/1000 calls): {h.verdict(flat_ok)}; "

@@ -243,6 +243,7 @@ class ExecRun(Run, Arrivals):
         self._marked: Exit | None = None
         # Set once the wrapper's pid line is read (or the output ended without one).
         self.pid_known = anyio.Event()
+        self._receiving = anyio.Lock()
         # Set at the exit marker or the end of the output; at the stdout marker or the end.
         self._over = anyio.Event()
         self._stdout_marked = anyio.Event()
@@ -272,6 +273,12 @@ class ExecRun(Run, Arrivals):
 
     async def arrive(self) -> None:
         """Read one frame (or, on a terminal, what the stream has) and sort it out."""
+        # One reader of the connection at a time: the run's reader, or a kill
+        # looking for the pid line once that reader was cancelled.
+        async with self._receiving:
+            await self._arrive()
+
+    async def _arrive(self) -> None:
         if self.tty:
             data = await self._conn.receive()
             frame = (1, data) if data else None
@@ -424,8 +431,7 @@ class ExecRun(Run, Arrivals):
         """Send `number` to the command's process group in the container."""
         # Stdout and stderr are two pipes: the command's first output can come
         # before the wrapper's pid line on stderr.
-        with anyio.move_on_after(_PID_WAIT):
-            await self.pid_known.wait()
+        await self._await_pid()
         if self._pid and self._marked is None:
             await self._signal_group(self._pid, number)
 
@@ -436,9 +442,19 @@ class ExecRun(Run, Arrivals):
         # kill right after the start (a job killed as soon as it began) would
         # look for the tree before it exists, find none and leave the command
         # to run on. Its wrapper's pid line says it exists.
-        with anyio.move_on_after(_PID_WAIT):
-            await self.pid_known.wait()
+        await self._await_pid()
         await self._kill_tree(grace)
+
+    async def _await_pid(self) -> None:
+        """Wait for the wrapper's pid line, at most `_PID_WAIT` seconds, reading it if need be.
+
+        A run cancelled right after its start (a caller giving up) has had
+        its reader cancelled before the line came: nobody else would read
+        it, and the kill would wait out `_PID_WAIT` for nothing.
+        """
+        with anyio.move_on_after(_PID_WAIT):
+            while not self.pid_known.is_set():
+                await self.arrive()
 
     async def kill_descendants(self, pid: int) -> None:
         """SIGKILL what runs below `pid` (its pid in the container) in the tree, sparing `pid`."""

@@ -1367,7 +1367,14 @@ _PLAIN = st.sampled_from(
 )  # fmt: skip
 
 
-_TAGS = st.integers(0, 10**9)
+def _tag(inner: str) -> str:
+    """A here-document delimiter that no here-document within `inner` uses.
+
+    Bash ends a here-document at the first line that is its delimiter,
+    nested or not, so one around `inner` must differ from all of those
+    inside it: each is numbered by the `<<` it holds, fewer than `inner`.
+    """
+    return f"E{inner.count('<<')}"
 
 
 def _constructs(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
@@ -1405,14 +1412,14 @@ def _constructs(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         inner.map(lambda s: f'cat <<< "$( {s} )"'),
         # Each here-document its own delimiter (bash ends one at the first line
         # that is its delimiter, nested or not), in braces so that anything may follow.
-        st.tuples(inner, _TAGS).map(lambda p: f"{{ cat <<E{p[1]}\nline $( {p[0]} )\nE{p[1]}\n}}"),
-        st.tuples(inner, _TAGS).map(lambda p: f"{{ sh <<'E{p[1]}'\n{p[0]}\nE{p[1]}\n}}"),
+        inner.map(lambda s: f"{{ cat <<{_tag(s)}\nline $( {s} )\n{_tag(s)}\n}}"),
+        inner.map(lambda s: f"{{ sh <<'{_tag(s)}'\n{s}\n{_tag(s)}\n}}"),
         inner.map(lambda s: f"bash -c {shlex.quote(s)}"),
         inner.map(lambda s: f"eval {shlex.quote(s)}"),
         inner.map(lambda s: f"! {s}"),
         inner.map(lambda s: f"time {s}"),
         inner.map(lambda s: f"x=$( {s} ) cmd"),
-        st.tuples(inner, _TAGS).map(lambda p: f"{{ cat <<E{p[1]} >out\nbody\nE{p[1]}\n{p[0]}\n}}"),
+        inner.map(lambda s: f"{{ cat <<{_tag(s)} >out\nbody\n{_tag(s)}\n{s}\n}}"),
     )
 
 

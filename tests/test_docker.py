@@ -323,17 +323,25 @@ async def test_cancellation_kills_the_tree(ex: DockerExecutor) -> None:
 async def test_a_cancel_as_the_exec_starts_kills_without_waiting_for_the_pid_line(
     ex: DockerExecutor,
 ) -> None:
-    """A caller that gives up as the engine starts the exec: the kill reads the pid line itself.
+    """A caller that gives up (or a timeout) as the engine starts the exec: no 5 s wait.
 
     The run's reader was cancelled with the caller before the wrapper's pid
     line came, nobody read it, and the kill waited its whole 5 s for it
-    before it looked for the tree.
+    before it looked for the tree. The kill now reads the line itself,
+    unless the run's reader (alive on a timeout) has read it meanwhile.
     """
     slowest = 0.0
     for delay in (0.0, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.07, 0.1) * 2:
         started = anyio.current_time()
         with anyio.move_on_after(delay):
             await ex.exec_cmd(Command.shell(TREE))
+        slowest = max(slowest, anyio.current_time() - started)
+        assert survivors(ex) == []
+        # A timeout: the run's reader still runs, and may read the line
+        # while the kill waits its turn to read.
+        started = anyio.current_time()
+        with pytest.raises(TimedOut):
+            await ex.exec_cmd(Command.shell(TREE).with_timeout(delay or 0.001))
         slowest = max(slowest, anyio.current_time() - started)
         assert survivors(ex) == []
     # The kill's grace is 0.2 s; the 5 s wait for the pid line would show.

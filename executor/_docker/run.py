@@ -454,7 +454,10 @@ class ExecRun(Run, Arrivals):
         """
         with anyio.move_on_after(_PID_WAIT):
             while not self.pid_known.is_set():
-                await self.arrive()
+                async with self._receiving:
+                    # The run's reader may have read it while this waited its turn.
+                    if not self.pid_known.is_set():
+                        await self._arrive()
 
     async def kill_descendants(self, pid: int) -> None:
         """SIGKILL what runs below `pid` (its pid in the container) in the tree, sparing `pid`."""

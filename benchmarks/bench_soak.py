@@ -67,6 +67,8 @@ INTERPRETER_FOLDER = os.path.dirname(os.path.realpath(sys.executable))
 TARGET_RATIO = 1.2
 # A call this long (seconds) is listed with its kind: a mix's call takes milliseconds.
 SLOW_CALL = 1.0
+# "A thousand" calls: 62 whole cycles of the mix, 992 calls.
+THOUSAND = 1000 // len(soak.CYCLE) * len(soak.CYCLE)
 
 
 class Skip(Exception):
@@ -199,7 +201,7 @@ def thousands(durations: list[float], warmup: int) -> tuple[list[float], list[fl
     cancel more than the other.
     """
     after = durations[warmup:]
-    size = min(1000, len(after) // 2) // len(soak.CYCLE) * len(soak.CYCLE)
+    size = min(THOUSAND, len(after) // 2 // len(soak.CYCLE) * len(soak.CYCLE))
     return after[:size], after[-size:] if size else []
 
 
@@ -223,10 +225,9 @@ def slow_calls(soaked: soak.Soaked) -> str:
 def medians_by_thousand(durations: list[float], warmup: int) -> list[float]:
     """The median of each run of 992 calls (62 cycles) after the warm-up: drift or noise."""
     after = durations[warmup:]
-    size = 1000 // len(soak.CYCLE) * len(soak.CYCLE)
     return [
-        soak.quantiles(after[start : start + size])[0]
-        for start in range(0, len(after) - size + 1, size)
+        soak.quantiles(after[start : start + THOUSAND])[0]
+        for start in range(0, len(after) - THOUSAND + 1, THOUSAND)
     ]
 
 

@@ -721,6 +721,30 @@ class SessionContract:
                     await session.finalize()
         assert caught.value.output.stdout == b"partial\n"
 
+    async def test_session_keep_output_caps_what_finalize_keeps(
+        self, executor: ToolExecutor
+    ) -> None:
+        """keep_output(n): the reader gets every byte, finalize keeps n of them, marked cut."""
+        script = "head -c 200000 /dev/zero | tr '\\0' x; echo; echo done"
+        with anyio.fail_after(60):
+            session = await executor.start(Command.shell(script))
+            session.keep_output(1000)
+            async with session:
+                seen = b"".join(
+                    [item.chunk.data async for item in session if isinstance(item.chunk, Stdout)]
+                )
+                output = await session.finalize()
+                with pytest.raises(ExecutorError, match="before the session is entered"):
+                    session.keep_output(10)
+        assert seen == b"x" * 200000 + b"\ndone\n"
+        assert output.exit_code == 0
+        assert output.truncated
+        assert len(output.stdout) == 1000
+        assert output.stdout.endswith(b"done\n")
+        assert output.elided is not None
+        assert output.elided.bytes == len(seen) - 1000
+        assert output.elided.spill is None
+
     async def test_session_refusals(self, executor: ToolExecutor) -> None:
         """File commands and #! scripts cannot be sessions; Resize needs a pty."""
         with pytest.raises(ExecutorError, match="cannot start ReadFile"):
@@ -1393,6 +1417,30 @@ class OutputContract:
         with open(elided.spill, "rb") as spilled:  # noqa: ASYNC230 (a test's own check)
             assert spilled.read() == b"".join(seen)
         assert elided.spill in output.text()
+
+
+    async def test_a_persistent_shell_and_its_jobs_spill_nothing_of_their_own(
+        self, executor_factory: ExecutorFactory, tmp_path: Path
+    ) -> None:
+        """A shell's frames and a job's output are read as they come: none is kept aside.
+
+        Each command's output is under the limit; the shell's own session
+        carries all of it, past the limit, and once spilled it to a file nobody read.
+        """
+        print_100k = "head -c 100000 /dev/zero | tr '\\0' x; echo"
+        async with (
+            executor_factory(stream_output_limit=1 << 16, spill=tmp_path) as executor,
+            executor.shell() as shell,
+        ):
+            for _ in range(4):
+                output = await shell.run(print_100k)
+                assert output.stdout == b"x" * 100000 + b"\n"
+            job = await shell.start_job(print_100k)
+            status = await job.wait(30)
+            assert status.state is JobState.EXITED
+            assert (await job.read()).stdout == b"x" * 100000 + b"\n"
+            assert os.listdir(tmp_path) == []
+        assert os.listdir(tmp_path) == []
 
 
 TreeWitness: TypeAlias = Callable[[list[int], str], Awaitable[list[str]]]

@@ -154,9 +154,18 @@ class Sampler:
     # Counted among `ours`: processes of ours elsewhere (a container's).
     remote_processes: Callable[[], int] | None = None
     samples: list[Sample] = attrs.Factory(list)
+    floors: list[tuple[int, float]] = attrs.Factory(list)
 
     def take(self, calls: int) -> Sample:
-        """Sample now, after `calls` calls, and keep it."""
+        """Sample now, after `calls` calls, and keep it; then time the floor (`FLOOR`)."""
+        sample = self._sample(calls)
+        for _ in range(FLOOR_RUNS):
+            started = time.perf_counter()
+            subprocess.run(FLOOR, stdout=subprocess.DEVNULL, check=True)
+            self.floors.append((calls, time.perf_counter() - started))
+        return sample
+
+    def _sample(self, calls: int) -> Sample:
         process = psutil.Process(self.pid)
         descendants = {child.pid for child in process.children(recursive=True) if _live(child)}
         ours = descendants | tagged(self.pid)
@@ -177,6 +186,17 @@ class Sampler:
         )
         self.samples.append(sample)
         return sample
+
+
+FLOOR = ("sh", "-c", "echo 1")
+"""The physical floor of a call: one short command started and waited for, no executor."""
+FLOOR_RUNS = 8
+"""How often `Sampler.take` times `FLOOR`, so that the machine's speed is known at each sample.
+
+A shared machine's speed drifts by a third over minutes (the CPU time of the
+same calls drifts with it, in the server and the client alike); a soak's
+latency is judged against the floor timed at the same moments.
+"""
 
 
 def _command_line(pid: int) -> str:
@@ -487,6 +507,7 @@ class Soaked:
         server_cpu: CPU seconds of the server process over the calls (MCP only).
         load: The host's load averages (1, 5, 15 minutes) at the start and at the end.
         bounds: How far each count may rise after the warm-up (`BOUNDS`, or wider).
+        floors: The seconds of each run of `FLOOR` at a sample, with the calls made by then.
     """
 
     name: str
@@ -498,6 +519,7 @@ class Soaked:
     server_cpu: float | None
     load: tuple[tuple[float, float, float], tuple[float, float, float]]
     bounds: dict[str, float] = attrs.Factory(lambda: dict(BOUNDS))
+    floors: list[tuple[int, float]] = attrs.Factory(list)
 
     def flatness(self) -> dict[str, Flatness]:
         """Each metric's flatness after the warm-up."""
@@ -542,6 +564,7 @@ async def _timed(
         cpu=time.process_time() - cpu,
         server_cpu=_cpu(server) - server_cpu if server is not None else None,
         load=(load, os.getloadavg()),
+        floors=sampler.floors,
     )
 
 

@@ -54,7 +54,7 @@ from executor._core.cleanup import run_to_completion
 from executor._core.commands import Command
 from executor._core.errors import CommandError, ExecutorError
 from executor._core.output import CommandOutput, Stderr
-from executor._core.session import ProcessSession
+from executor._core.session import READER_KEPT, ProcessSession
 from executor._core.stdin import Signal, Text, UnixSignal
 
 # How long an interrupted cell has to stop before its kernel is killed.
@@ -304,6 +304,8 @@ class StdioKernel(Kernel):
         if self._env or host.env:
             cmd = cmd.with_env({**self._env, **host.env})
         session = await host.executor.start(cmd)
+        # The kernel's output is read as it comes: kept once, not twice.
+        session.keep_output(READER_KEPT)
         started = False
         self._send, self._receive = anyio.create_memory_object_stream[_Event](64)
         try:
@@ -689,6 +691,8 @@ class JupyterKernel(Kernel):
         ports = (info["shell_port"], info["iopub_port"], info["stdin_port"])
         sockets = [f"{info['ip']}-{port}" for port in (*ports, info["control_port"])]
         session = await host.executor.start(cmd)
+        # The kernel's output is read as it comes: kept once, not twice.
+        session.keep_output(READER_KEPT)
         async with session, anyio.create_task_group() as group:
             self._session = session
             self._alive = True

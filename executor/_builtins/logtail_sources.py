@@ -36,7 +36,7 @@ from executor._core.base import ToolExecutor
 from executor._core.commands import Command
 from executor._core.errors import ExecutorError
 from executor._core.output import Stdout
-from executor._core.session import ProcessSession
+from executor._core.session import READER_KEPT, ProcessSession
 from executor._core.stdin import Text
 
 
@@ -416,6 +416,8 @@ class ShellFiles:
         script = _SCRIPT % {"cookie": self._cookie.decode()}
         try:
             session = await self.executor.start(Command.shell(script))
+            # Its answers are read as they come: kept once, not twice.
+            session.keep_output(READER_KEPT)
         except NotImplementedError as error:
             raise ExecutorError(
                 f"{self.executor!r} cannot start a session, which the log tailer reads "

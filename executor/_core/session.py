@@ -39,6 +39,12 @@ from executor._core.stdin import Bytes, Resize, Signal, StdinEvent, Text, UnixSi
 CHUNK_BUFFER: Final = 16
 """Chunks a session holds for its reader; past that the process's output waits."""
 
+READER_KEPT: Final = 64 << 10
+"""What `keep_output` keeps where a reader takes each chunk as it comes (a shell, a job).
+
+Enough of the head and tail for the last words of a process that failed.
+"""
+
 # A terminal's end-of-file character (VEOF, Ctrl-D).
 _EOF: Final = b"\x04"
 
@@ -120,6 +126,7 @@ class ProcessSession(AsyncChunks[SessionChunk], abc.ABC):
         self._sequence = 0
         self._cancelled = False
         self._leaving = False
+        self._kept: int | None = None
         self._result: CommandOutput | None = None
         self._error: BaseException | None = None
         self._done = anyio.Event()
@@ -133,6 +140,27 @@ class ProcessSession(AsyncChunks[SessionChunk], abc.ABC):
     def pid(self) -> int | None:
         """The command's pid (also its process group) on its host, once started and if known."""
         return None
+
+    def keep_output(self, limit: int) -> None:
+        """Keep at most `limit` bytes of the output for `finalize()`, its head and tail; spill none.
+
+        For a reader that takes what it needs from each chunk as it comes (a
+        persistent shell reads its frames, a job its output): the session
+        need not hold hours of output besides, nor write it to the
+        executor's spill folder. By default a session keeps what a streamed
+        call keeps (the executor's `stream_output_limit`) and spills past it
+        as `exec_cmd` does. Call it before entering.
+
+        Raises:
+            ExecutorError: The session was entered already.
+            ValueError: `limit` is negative.
+
+        """
+        if self._entered:
+            raise ExecutorError("keep_output() is called before the session is entered")
+        if limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        self._kept = limit
 
     # The hooks a backend implements.
 
@@ -426,7 +454,7 @@ class RunSession(ProcessSession):
         assert self._command is not None
         return await drive(
             self._command,
-            buffer=self._output_buffer(),
+            buffer=self._output_buffer() if self._kept is None else OutputBuffer(self._kept),
             sink=self._offer,
             stdin=None,
             timeout=self._timeout,
@@ -489,6 +517,11 @@ class WrappedSession(ProcessSession):
     def pid(self) -> int | None:
         """The inner session's pid."""
         return self.inner.pid
+
+    def keep_output(self, limit: int) -> None:
+        """Keep at most `limit` bytes of the output: the inner session does the keeping."""
+        super().keep_output(limit)
+        self.inner.keep_output(limit)
 
     async def _chunk(self, chunk: Chunk) -> Sequence[Chunk]:
         """What the reader gets for `chunk`; by default, `chunk` itself."""

@@ -611,7 +611,7 @@ class RaySession(ProcessSession):
     async def _begin(self) -> None:
         actor = self._actor = await self._executor._ensure()
         started = await self._executor._call(
-            actor, actor.session_open.remote(self._id, self._cmd, self.pty)
+            actor, actor.session_open.remote(self._id, self._cmd, self.pty, self._kept)
         )
         if started[0] != "started":
             raise decode_failure(started)

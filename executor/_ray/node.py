@@ -202,15 +202,17 @@ class _Outbox:
 class _SessionHost:
     """One session on this node: its task enters it and serves the driver's operations."""
 
-    def __init__(self, local: LocalExecutor, cmd: Command, pty: bool) -> None:
+    def __init__(self, local: LocalExecutor, cmd: Command, pty: bool, kept: int | None) -> None:
         self.out = _Outbox()
         self.ops: asyncio.Queue[tuple[str, tuple[Any, ...], asyncio.Future[Any]]] = asyncio.Queue()
         self.ready: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-        self.task = asyncio.ensure_future(self._main(local, cmd, pty))
+        self.task = asyncio.ensure_future(self._main(local, cmd, pty, kept))
 
-    async def _main(self, local: LocalExecutor, cmd: Command, pty: bool) -> None:
+    async def _main(self, local: LocalExecutor, cmd: Command, pty: bool, kept: int | None) -> None:
         try:
             session = await local.start(cmd, pty=pty)
+            if kept is not None:
+                session.keep_output(kept)
             async with session:
                 self.ready.set_result(session.pid)
                 forward = asyncio.ensure_future(self._forward(session))
@@ -455,9 +457,11 @@ class NodeExecutor:
             yield ("files", batch)
         yield ("done",)
 
-    async def session_open(self, session_id: int, cmd: Command, pty: bool) -> Any:
-        """Start a session; its pid, or the failure to start it."""
-        host = _SessionHost(self._executor(), cmd, pty)
+    async def session_open(
+        self, session_id: int, cmd: Command, pty: bool, kept: int | None = None
+    ) -> Any:
+        """Start a session (keeping `kept` bytes, see `keep_output`); its pid, or the failure."""
+        host = _SessionHost(self._executor(), cmd, pty, kept)
         self._sessions[session_id] = host
         pid = await host.ready
         failure = host.out.outcome_now() if pid is None else None

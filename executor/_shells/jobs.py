@@ -18,6 +18,7 @@ from anyio.abc import TaskStatus
 from executor._core.errors import CommandError, ExecutorError, TimedOut
 from executor._core.jobs import Job, JobState, JobStatus
 from executor._core.output import Chunk, CommandOutput, Elision, OutputBuffer
+from executor._core.session import READER_KEPT
 from executor._core.stdin import Bytes, Signal, UnixSignal
 
 if TYPE_CHECKING:
@@ -31,6 +32,8 @@ class ShellJob(Job):
         """Hold `session` (not yet entered) as job `job_id`; its shell's task serves it."""
         self.id = job_id
         self.command = command
+        # The job keeps its output itself (`read`): the session only its exit.
+        session.keep_output(READER_KEPT)
         # Let go of once the job has ended (see `serve`): a shell that starts
         # jobs for hours keeps only their statuses, not their sessions.
         self._session: ProcessSession | None = session

@@ -96,6 +96,7 @@ from executor._core.output import (
     Stdout,
 )
 from executor._core.readonly import read_only_commands, running_read_only
+from executor._core.session import READER_KEPT
 from executor._core.stdin import Bytes, Signal, UnixSignal
 from executor._shells.jobs import ShellJob
 
@@ -548,6 +549,8 @@ class FramedShell(PersistentShell):
                 session = await self._executor.start(start)
         else:
             session = await self._executor.start(start)
+        # The shell's own output is its frames, read as they come: kept once, not twice.
+        session.keep_output(READER_KEPT)
         process = _Process(session)
         await self._tasks.start(process.keep)
         self._process = process

@@ -1418,7 +1418,6 @@ class OutputContract:
             assert spilled.read() == b"".join(seen)
         assert elided.spill in output.text()
 
-
     async def test_a_persistent_shell_and_its_jobs_spill_nothing_of_their_own(
         self, executor_factory: ExecutorFactory, tmp_path: Path
     ) -> None:

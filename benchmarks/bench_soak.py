@@ -218,15 +218,18 @@ def thousands(durations: list[float], warmup: int) -> tuple[list[float], list[fl
 
 
 def floor_of(soaked: soak.Soaked, window: range) -> float:
-    """The median floor timed at the samples from just before `window` to just after it.
+    """The median floor timed at the samples within `window` (of calls), ends included.
 
-    Over HTTP a sample comes every 2,560 calls, more than a window: the two
-    samples around it are used.
+    Over HTTP a sample comes every 2,560 calls, more than a window: where
+    none falls within it, the sample nearest its middle. (Not the one at
+    the start: the server has just started then.)
     """
     at = sorted({calls for calls, _ in soaked.floors})
-    before = max((c for c in at if c <= window.start), default=at[0])
-    after = min((c for c in at if c >= window.stop), default=at[-1])
-    return statistics.median(took for calls, took in soaked.floors if before <= calls <= after)
+    within = [c for c in at if window.start <= c <= window.stop]
+    if not within:
+        middle = (window.start + window.stop) / 2
+        within = [min(at, key=lambda c: abs(c - middle))]
+    return statistics.median(took for calls, took in soaked.floors if calls in within)
 
 
 def slow_calls(soaked: soak.Soaked) -> str:

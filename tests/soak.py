@@ -190,7 +190,7 @@ class Sampler:
 
 FLOOR = ("sh", "-c", "echo 1")
 """The physical floor of a call: one short command started and waited for, no executor."""
-FLOOR_RUNS = 8
+FLOOR_RUNS = 16
 """How often `Sampler.take` times `FLOOR`, so that the machine's speed is known at each sample.
 
 A shared machine's speed drifts by a third over minutes (the CPU time of the

@@ -90,7 +90,39 @@ async def test_mcp_http_with_16_clients(tmp_path: Path) -> None:
         16 * 96, clients=16, every=16, warmup=16 * 32, workdir=workdir, tmpdir=tmpdir
     )
     assert soaked.bounds["threads"] == soak.BOUNDS["threads"] + 16  # a worker thread a client
+    # A cancelled call still ending, a client; what stays is held to one client's bounds.
+    assert soaked.bounds["fds"] == soak.BOUNDS["fds"] + 15 * soak.CANCEL_LEFT["fds"]
     check(soaked)
+
+
+def test_a_rise_that_stays_is_over_bounds_widened_for_transients() -> None:
+    """Widened bounds let a sample rise; the last sample is still held to `BOUNDS`."""
+
+    def soaked(fds: list[int]) -> soak.Soaked:
+        samples = [
+            soak.Sample(
+                calls=100 * n, rss_mib=80, fds=f, threads=2, children=6, files=0, ours=6, host=90
+            )
+            for n, f in enumerate(fds)
+        ]
+        made = soak.Soaked(
+            "x",
+            [0.001] * 100 * (len(fds) - 1),
+            samples,
+            100,
+            1.0,
+            1.0,
+            None,
+            ((0, 0, 0), (0, 0, 0)),
+        )
+        made.bounds["fds"] += 60
+        return made
+
+    assert soaked([20, 18, 18, 30, 18, 18]).over_bounds() == []
+    [said] = soaked([20, 18, 18, 30, 18, 25]).over_bounds()
+    assert said.startswith("fds ended +7 above its value after the warm-up (bound +4)")
+    [said] = soaked([20, 18, 18, 90, 18, 18]).over_bounds()
+    assert said.startswith("fds rose by +72 (bound +64)")
 
 
 # --- what the soak found ---------------------------------------------------------------------

@@ -78,6 +78,8 @@ INTERPRETER_FOLDER = os.path.dirname(os.path.realpath(sys.executable))
 TARGET_RATIO = 1.2
 # A call this long (seconds) is listed with its kind: a mix's call takes milliseconds.
 SLOW_CALL = 1.0
+# How often each sample times the physical floor (`soak.FLOOR`).
+FLOOR_RUNS = 16
 # "A thousand" calls: 62 whole cycles of the mix, 992 calls.
 THOUSAND = 1000 // len(soak.CYCLE) * len(soak.CYCLE)
 
@@ -181,7 +183,12 @@ async def soak_target(name: str, calls: int, every: int) -> soak.Soaked:
         os.mkdir(tmpdir)
         if name == "mcp-stdio":
             return await soak.soak_mcp_stdio(
-                calls, every=every, warmup=warmup, workdir=workdir, tmpdir=tmpdir
+                calls,
+                every=every,
+                warmup=warmup,
+                workdir=workdir,
+                tmpdir=tmpdir,
+                floor_runs=FLOOR_RUNS,
             )
         if name == "mcp-http":
             per_client = max(len(soak.CYCLE), every // CLIENTS // len(soak.CYCLE) * len(soak.CYCLE))
@@ -192,10 +199,13 @@ async def soak_target(name: str, calls: int, every: int) -> soak.Soaked:
                 warmup=warmup,
                 workdir=workdir,
                 tmpdir=tmpdir,
+                floor_runs=FLOOR_RUNS,
             )
         async with AsyncExitStack() as stack:
             ex, counting = await stack.enter_async_context(backend(name, workdir))
-            return await soak.soak_executor(name, ex, calls, every=every, warmup=warmup, **counting)
+            return await soak.soak_executor(
+                name, ex, calls, every=every, warmup=warmup, floor_runs=FLOOR_RUNS, **counting
+            )
     raise AssertionError("unreachable")
 
 
@@ -214,12 +224,6 @@ def windows(calls: int, warmup: int) -> tuple[range, range]:
     after = calls - warmup
     size = min(THOUSAND, after // 2 // len(soak.CYCLE) * len(soak.CYCLE))
     return range(warmup, warmup + size), range(calls - size, calls)
-
-
-def thousands(durations: list[float], warmup: int) -> tuple[list[float], list[float]]:
-    """The durations of the calls of each of `windows`."""
-    first, last = windows(len(durations), warmup)
-    return durations[first.start : first.stop], durations[last.start : last.stop]
 
 
 def floor_of(soaked: soak.Soaked, window: range) -> float:
@@ -291,8 +295,8 @@ class Latency:
     @classmethod
     def of(cls, soaked: soak.Soaked) -> Latency:
         """Work them out from `soaked`'s durations and floors."""
-        first, last = thousands(soaked.durations, soaked.warmup)
         spans = windows(len(soaked.durations), soaked.warmup)
+        first, last = (soaked.durations[span.start : span.stop] for span in spans)
         steps = by_thousand(soaked.durations, soaked.warmup)
         return cls(
             first=soak.quantiles(first),
@@ -335,7 +339,7 @@ def report(soaked: soak.Soaked) -> tuple[bool, bool]:
     print(soak.describe(flat))
     for line in over:
         print(f"  over its bound: {line}")
-    trend_median, trend_p99 = (f"{t:.2f}x" if not math.isnan(t) else "-" for t in lat.trends)
+    trend_median, trend_p99 = (h.fmt_ratio(t, 1.0) for t in lat.trends)
     h.print_table(
         ["calls", "n", "median ms", "p99 ms", "floor ms"],
         [
@@ -376,7 +380,7 @@ def summary_row(soaked: soak.Soaked, flat_ok: bool) -> list[object]:
         f"{h.fmt_ms(p1, 1)} -> {h.fmt_ms(p2, 1)}",
         f"{h.fmt_ms(f1, 1)} -> {h.fmt_ms(f2, 1)}",
         h.fmt_ratio(m2 * f1 / f2, m1),
-        " / ".join(f"{t:.2f}x" if not math.isnan(t) else "-" for t in lat.trends),
+        " / ".join(h.fmt_ratio(t, 1.0) for t in lat.trends),
         "yes" if lat.held else "NO",
         f"{soaked.wall:.0f}",
         f"{soaked.cpu + (soaked.server_cpu or 0):.0f}",

@@ -153,13 +153,15 @@ class Sampler:
     remote_files: Callable[[], int] | None = None
     # Counted among `ours`: processes of ours elsewhere (a container's).
     remote_processes: Callable[[], int] | None = None
+    # How often each sample times `FLOOR` (the benchmark's; the tests assert no timing).
+    floor_runs: int = 0
     samples: list[Sample] = attrs.Factory(list)
     floors: list[tuple[int, float]] = attrs.Factory(list)
 
     def take(self, calls: int) -> Sample:
-        """Sample now, after `calls` calls, and keep it; then time the floor (`FLOOR`)."""
+        """Sample now, after `calls` calls, and keep it; then time the floor `floor_runs` times."""
         sample = self._sample(calls)
-        for _ in range(FLOOR_RUNS):
+        for _ in range(self.floor_runs):
             started = time.perf_counter()
             subprocess.run(FLOOR, stdout=subprocess.DEVNULL, check=True)
             self.floors.append((calls, time.perf_counter() - started))
@@ -189,13 +191,11 @@ class Sampler:
 
 
 FLOOR = ("sh", "-c", "echo 1")
-"""The physical floor of a call: one short command started and waited for, no executor."""
-FLOOR_RUNS = 16
-"""How often `Sampler.take` times `FLOOR`, so that the machine's speed is known at each sample.
+"""The physical floor of a call: one short command started and waited for, no executor.
 
-A shared machine's speed drifts by a third over minutes (the CPU time of the
-same calls drifts with it, in the server and the client alike); a soak's
-latency is judged against the floor timed at the same moments.
+Timed at each sample (`Sampler.floor_runs`), it tells the machine's speed at
+that moment: a shared machine's drifts by a third over minutes, and the CPU
+time of the same calls with it, in the server and the client alike.
 """
 
 
@@ -597,14 +597,20 @@ async def soak_executor(
     folders: Sequence[str | Path] = (),
     remote_files: Callable[[], int] | None = None,
     remote_processes: Callable[[], int] | None = None,
+    floor_runs: int = 0,
 ) -> Soaked:
     """Soak `executor` (entered already) with `count` calls of the mix and one persistent shell.
 
     `folders` are where it writes (counted as files); `remote_files` and
-    `remote_processes` count what this host cannot see (a container's).
+    `remote_processes` count what this host cannot see (a container's). Each
+    sample times `FLOOR` `floor_runs` times.
     """
     sampler = Sampler(
-        os.getpid(), folders, remote_files=remote_files, remote_processes=remote_processes
+        os.getpid(),
+        folders,
+        remote_files=remote_files,
+        remote_processes=remote_processes,
+        floor_runs=floor_runs,
     )
     async with executor.shell() as shell:
         mix = ExecutorMix(executor, shell)
@@ -633,12 +639,20 @@ def _server_of(workdir: str) -> psutil.Process:
 
 
 async def soak_mcp_stdio(
-    count: int, *, every: int, warmup: int, workdir: str, tmpdir: str, flags: Sequence[str] = ()
+    count: int,
+    *,
+    every: int,
+    warmup: int,
+    workdir: str,
+    tmpdir: str,
+    flags: Sequence[str] = (),
+    floor_runs: int = 0,
 ) -> Soaked:
     """Soak one MCP server over stdio: one client, `count` calls, the server's process sampled.
 
     The server runs in `workdir`, with `TMPDIR` set to `tmpdir` (so its temporary
-    files, spills among them, are counted there).
+    files, spills among them, are counted there). Each sample times `FLOOR`
+    `floor_runs` times.
     """
     from mcp import Client, StdioServerParameters
 
@@ -648,7 +662,7 @@ async def soak_mcp_stdio(
     )
     async with Client(params) as client:
         server = _server_of(workdir)
-        sampler = Sampler(server.pid, (workdir, tmpdir))
+        sampler = Sampler(server.pid, (workdir, tmpdir), floor_runs=floor_runs)
         mix = McpMix(client, "stdio")
 
         async def run() -> list[float]:
@@ -666,11 +680,13 @@ async def soak_mcp_http(
     workdir: str,
     tmpdir: str,
     flags: Sequence[str] = (),
+    floor_runs: int = 0,
 ) -> Soaked:
     """Soak one MCP server over streamable HTTP on 127.0.0.1 with `clients` clients at once.
 
     Each client makes `every` calls between samples (the server's process is
-    sampled while no call is in flight); `count` calls in all.
+    sampled while no call is in flight); `count` calls in all. Each sample
+    times `FLOOR` `floor_runs` times.
     """
     import httpx2
     from mcp import Client
@@ -694,7 +710,7 @@ async def soak_mcp_http(
                     raise RuntimeError(f"the MCP server ended: {''.join(said)}")
                 said.append(line)
         url = said[-1].split("serving on ")[1].strip()
-        sampler = Sampler(process.pid, (workdir, tmpdir))
+        sampler = Sampler(process.pid, (workdir, tmpdir), floor_runs=floor_runs)
         async with contextlib.AsyncExitStack() as stack:
             mixes: list[Call] = []
             for number in range(clients):

@@ -177,6 +177,18 @@ def _guards(container: str) -> list[str]:
     return [row.split()[0] for row in _processes(container) if _GUARD in row]
 
 
+async def _guards_once_started(container: str) -> list[str]:
+    """`_guards`, once one shows (10 s at most).
+
+    The engine spawns an exec's process a moment after the attach that starts
+    it returns: a command may end before its guard shows.
+    """
+    with anyio.move_on_after(10):
+        while not _guards(container):
+            await anyio.sleep(0.05)
+    return _guards(container)
+
+
 @pytest.fixture
 def given_container() -> Iterator[str]:
     """A running container, not made by the executor under test."""
@@ -190,7 +202,7 @@ async def test_guard_comes_back_and_goes_at_close(given_container: str) -> None:
     container = given_container
     async with DockerExecutor(container=container, helper=False, kill_grace=0.2) as ex:
         await ex.exec_cmd(Command.shell("true"))
-        first = _guards(container)
+        first = await _guards_once_started(container)
         assert len(first) == 1, _processes(container)
         # A command that kills it (as root in the container, it may).
         await ex.exec_cmd(
@@ -204,7 +216,7 @@ async def test_guard_comes_back_and_goes_at_close(given_container: str) -> None:
             while _guards(container):
                 await anyio.sleep(0.05)
         await ex.exec_cmd(Command.shell("sleep 300 >/dev/null 2>&1 &"))
-        again = _guards(container)
+        again = await _guards_once_started(container)
         assert len(again) == 1, _processes(container)
         assert again != first
     rows = _processes(container)
